@@ -1,0 +1,155 @@
+"""The index convention shared by ``max_pool``, ``adaptive_max_pool`` and ``max_unpool``.
+
+An index names an input element by its row-major offset in the *logical NCX view* of the
+input, taken modulo the product of the dimensions from ``axis`` on::
+
+    index(n, c, *p) = ((n * C + c) * prod(spatial) + flat(p)) % prod(ncx_shape[axis:])
+
+``axis=0`` is the position in the whole tensor, ``axis=2`` the position in the spatial grid of
+the element's own ``(n, c)`` plane.  The same data in NXC layout gets the same indices.  The
+ops compute ``flat(p)`` (the spatial position) and this module turns it into the index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import window as window_lib
+
+INDEX_ELEMENT_TYPES = ("i32", "i64")
+
+
+def index_dtype(index_element_type: Any) -> np.dtype:
+    """Resolves ``index_element_type`` ("i32", "i64", a dtype or None) to int32 or int64.
+
+    ``None`` is int64 when ``jax_enable_x64`` is on and int32 otherwise.  int64 without x64 is an
+    error: JAX would silently give int32.
+    """
+    x64 = bool(jax.config.jax_enable_x64)
+    if index_element_type is None:
+        return np.dtype(np.int64 if x64 else np.int32)
+    if isinstance(index_element_type, str):
+        window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
+        dtype = np.dtype(np.int32 if index_element_type == "i32" else np.int64)
+    else:
+        try:
+            dtype = np.dtype(index_element_type)
+        except TypeError:
+            raise TypeError(
+                f"`index_element_type` must be 'i32', 'i64', jnp.int32, jnp.int64 or None, "
+                f"got {index_element_type!r}."
+            ) from None
+        if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise ValueError(
+                f"`index_element_type` (={index_element_type!r}) must be int32 or int64."
+            )
+    if dtype == np.int64 and not x64:
+        raise ValueError(
+            "`index_element_type` (='i64') needs 64-bit integers: enable them with "
+            "`jax.config.update('jax_enable_x64', True)` or ask for 'i32'."
+        )
+    return dtype
+
+
+def normalize_axis(axis: Any, rank: int) -> int:
+    """Maps ``axis`` in ``[-rank, rank)`` to ``[0, rank)``."""
+    axis = window_lib.static_int("axis", axis)
+    if not -rank <= axis < rank:
+        raise ValueError(f"`axis` (={axis}) must be in [{-rank}, {rank}) for a rank-{rank} input.")
+    return axis % rank
+
+
+def index_bound(ncx_shape: Sequence[int], axis: int) -> int:
+    """Number of distinct index values: ``prod(ncx_shape[axis:])``."""
+    return math.prod(ncx_shape[axis:])
+
+
+def check_fits(ncx_shape: Sequence[int], axis: int, dtype: np.dtype) -> None:
+    """Raises if the indices of an input of ``ncx_shape`` would overflow ``dtype``."""
+    bound = index_bound(ncx_shape, axis)
+    if bound - 1 > np.iinfo(dtype).max:
+        raise ValueError(
+            f"indices of an input of NCX shape {tuple(ncx_shape)} with `axis` (={axis}) reach "
+            f"{bound - 1}, which overflows `index_element_type` {dtype.name}; use 'i64' "
+            "(with jax_enable_x64) or a larger `axis`."
+        )
+
+
+def position_dtype(spatial: Sequence[int]) -> np.dtype:
+    """The narrowest dtype, int32 or int64, that holds every spatial position."""
+    if math.prod(spatial) - 1 <= np.iinfo(np.int32).max:
+        return np.dtype(np.int32)
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"the spatial grid {tuple(spatial)} has more than 2**31 positions; enable "
+            "`jax_enable_x64` to index it."
+        )
+    return np.dtype(np.int64)
+
+
+def _iota(dtype: np.dtype, shape: Sequence[int], dim: int) -> jax.Array:
+    return lax.broadcasted_iota(dtype, tuple(shape), dim)
+
+
+def from_position(position: jax.Array, ncx_shape: Sequence[int], data_format: str,
+                  axis: int, dtype: np.dtype) -> jax.Array:
+    """Turns spatial positions ``flat(p)`` into indices for ``axis``.
+
+    ``position`` has the pooled output's shape in ``data_format``'s layout; ``ncx_shape`` is
+    the shape of the input's NCX view.
+    """
+    n_dim, c_dim = 0, window_lib.channel_axis(position.ndim, data_format)
+    spatial = tuple(ncx_shape[2:])
+    size = math.prod(spatial)
+    position = position.astype(dtype)
+    if axis >= 2:
+        bound = math.prod(spatial[axis - 2:])
+        return position if bound == size else lax.rem(position, np.asarray(bound, dtype))
+    channel = _iota(dtype, position.shape, c_dim)
+    plane = channel if axis == 1 else _iota(dtype, position.shape, n_dim) * ncx_shape[1] + channel
+    return plane * np.asarray(size, dtype) + position
+
+
+def to_full(indices: jax.Array, ncx_shape: Sequence[int], data_format: str,
+            axis: int) -> jax.Array:
+    """Inverse of :func:`from_position` up to the plane: the index for ``axis=0``.
+
+    ``indices`` has a pooled output's shape in ``data_format``'s layout and was taken with
+    ``axis`` 0, 1 or 2; the coordinates that ``axis`` dropped come from each index's own
+    position in ``indices``.
+    """
+    if axis == 0:
+        return indices
+    dtype = indices.dtype
+    c_dim = window_lib.channel_axis(indices.ndim, data_format)
+    size = math.prod(ncx_shape[2:])
+    if axis == 1:
+        prefix = _iota(dtype, indices.shape, 0) * (ncx_shape[1] * size)
+    else:
+        plane = _iota(dtype, indices.shape, 0) * ncx_shape[1] + _iota(dtype, indices.shape, c_dim)
+        prefix = plane * size
+    return prefix + indices
+
+
+def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Array:
+    """``out[n, c, o] = x[n, c, position[n, c, o]]``, with ``o`` and ``p`` spatial (flattened).
+
+    Works in either layout; ``position`` holds spatial positions of ``x``'s planes.
+    """
+    n = x.shape[0]
+    if data_format == "NCX":
+        flat_x = x.reshape(n, x.shape[1], -1)
+        flat_p = position.reshape(n, position.shape[1], -1)
+        out = jnp.take_along_axis(flat_x, flat_p, axis=2, mode="promise_in_bounds")
+    else:
+        flat_x = x.reshape(n, -1, x.shape[-1])
+        flat_p = position.reshape(n, -1, position.shape[-1])
+        out = jnp.take_along_axis(flat_x, flat_p, axis=1, mode="promise_in_bounds")
+    return out.reshape(position.shape)

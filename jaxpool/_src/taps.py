@@ -1,0 +1,102 @@
+"""Strided views of an input, one per kernel tap, without materialising a padded input.
+
+A *tap* is one kernel offset ``k = (k_0, ..., k_{d-1})``.  Its view holds, for every output
+position ``o``, the input element ``x[o * strides + k * dilations - pads_begin]``, or ``fill``
+where that position lies in the padding.  Each view is a strided slice of the unpadded input,
+edge-padded only on the output positions whose tap falls outside the input, so XLA fuses the
+views into whatever consumes them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+import jax
+import numpy as np
+from jax import lax
+
+from jaxpool._src.window import Window
+
+
+def taps(window: Window) -> Iterator[tuple[int, ...]]:
+    """Kernel offsets in row-major order that read the input for at least one output."""
+    for tap in itertools.product(*(range(k) for k in window.kernel)):
+        if all(lo < hi for lo, hi in (window.input_range(i, k) for i, k in enumerate(tap))):
+            yield tap
+
+
+def tap_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill) -> jax.Array:
+    """The view of ``x`` read by ``tap``; positions in the padding hold ``fill``."""
+    start = [0] * x.ndim
+    limit = list(x.shape)
+    stride = [1] * x.ndim
+    edges = [(0, 0, 0)] * x.ndim
+    needs_pad = False
+    for i, (axis, k) in enumerate(zip(window.spatial_axes, tap)):
+        lo, hi = window.input_range(i, k)
+        s = window.strides[i]
+        first = lo * s + k * window.dilations[i] - window.pads_begin[i]
+        start[axis], limit[axis], stride[axis] = first, first + (hi - lo - 1) * s + 1, s
+        edges[axis] = (lo, window.out_spatial[i] - hi, 0)
+        needs_pad |= lo > 0 or hi < window.out_spatial[i]
+    view = lax.slice(x, start, limit, stride)
+    if needs_pad:
+        view = lax.pad(view, np.asarray(fill, x.dtype), edges)
+    return view
+
+
+def plane_strides(window: Window) -> tuple[int, ...]:
+    """Row-major strides of the spatial axes within one ``(n, c)`` plane."""
+    spatial = window.in_spatial
+    return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
+
+
+def tap_delta(window: Window, tap: tuple[int, ...]) -> int:
+    """Spatial-position offset of ``tap`` from its window's origin ``o * strides - pads_begin``."""
+    return sum(k * d * st for k, d, st in zip(tap, window.dilations, plane_strides(window)))
+
+
+def broadcast_axis(values: np.ndarray, window: Window, i: int, rank: int) -> np.ndarray:
+    """Reshapes a per-output-position vector along spatial axis ``i`` for broadcasting."""
+    shape = [1] * rank
+    shape[window.spatial_axes[i]] = values.shape[0]
+    return values.reshape(shape)
+
+
+def window_origins(window: Window, dtype: np.dtype) -> jax.Array:
+    """Spatial position of each output's window origin ``o * strides - pads_begin``.
+
+    The result broadcasts against the output (size 1 on the batch and channel axes).
+    """
+    rank = len(window.shape)
+    shape = [1] * rank
+    for a, o in zip(window.spatial_axes, window.out_spatial):
+        shape[a] = o
+    total = None
+    for i, st in enumerate(plane_strides(window)):
+        term = lax.broadcasted_iota(dtype, shape, window.spatial_axes[i])
+        term = (term * (window.strides[i] * st)) - np.asarray(window.pads_begin[i] * st, dtype)
+        total = term if total is None else total + term
+    return total
+
+
+def first_inside(window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """Per output position: the spatial position of the window's first input element, and
+    whether the window holds any input element at all (position 0 where it does not).
+
+    Both are NumPy arrays that broadcast against the output.
+    """
+    rank = len(window.shape)
+    position = np.zeros([1] * rank, np.int64)
+    inside = np.ones([1] * rank, bool)
+    for i, st in enumerate(plane_strides(window)):
+        o = np.arange(window.out_spatial[i])
+        s, d, pb = window.strides[i], window.dilations[i], window.pads_begin[i]
+        k_first = np.maximum(0, -((o * s - pb) // d))  # first tap at or after position 0
+        pos = o * s + k_first * d - pb
+        ok = (k_first < window.kernel[i]) & (pos < window.in_spatial[i])
+        position = position + broadcast_axis(np.where(ok, pos, 0) * st, window, i, rank)
+        inside = inside & broadcast_axis(ok, window, i, rank)
+    return np.where(inside, position, 0), inside
