@@ -30,6 +30,8 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
     for tap in taps_lib.taps(window):
         view = taps_lib.tap_view(x, window, tap, fill)
         y = view if y is None else lax.max(y, view)
+    if y is None:  # every window lies in the padding
+        y = jnp.full(window.out_shape, fill, x.dtype)
     return y
 
 
@@ -56,6 +58,8 @@ def _max_positions(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
             take = take | (jnp.isnan(view) & ~jnp.isnan(y))
         y = lax.select(take, view, y)
         delta = lax.select(take, jnp.broadcast_to(d, view.shape), delta)
+    if y is None:  # every window lies in the padding
+        y, delta = jnp.full(window.out_shape, fill, x.dtype), np.asarray(0, pos_dtype)
     position = taps_lib.window_origins(window, pos_dtype) + delta
     first, _ = taps_lib.first_inside(window)
     position = jnp.where(y == fill, first.astype(pos_dtype), position)

@@ -100,7 +100,7 @@ def check_input(name: str, shape: Sequence[int], dtype: Any, *, integer_ok: bool
             f"got shape {tuple(shape)}."
         )
     dtype = np.dtype(dtype)
-    if np.issubdtype(dtype, np.floating):
+    if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 included
         return
     if integer_ok and np.issubdtype(dtype, np.integer):
         return

@@ -1,0 +1,324 @@
+"""AdaptiveMaxPool-8 and AdaptiveAvgPool-8: pooling to a fixed output size.
+
+Bin ``i`` of ``O`` over an axis of length ``L`` covers ``[floor(i * L / O), ceil((i + 1) * L / O))``.
+Bins are boxes, so both ops reduce one spatial axis at a time, innermost first, with static bin
+tables.  Along an axis whose widest bin has ``M`` elements, tap ``m`` is the view holding element
+``start + m`` of every bin (a strided slice when the bins tile the axis, else a gather of ``O``
+static positions), a shorter bin repeating its last element, which a maximum ignores and a sum
+masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) instead reduce a window
+axis: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
+windows for the maximum and a product with a static 0/1 bin matrix for the sum.  The average
+divides once by the static bin volumes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import avg_pool as avg_lib
+from jaxpool._src import indices as indices_lib
+from jaxpool._src import window as window_lib
+from jaxpool._src.window import AdaptiveWindow
+
+
+# Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
+# strong reductions) reduce a window axis, which keeps the compiled program small.
+_CHAIN_WIDTH = 8
+
+
+def _bins(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    starts, ends = window_lib.adaptive_bins(length, out)
+    return np.asarray(starts), np.asarray(ends)
+
+
+def _axis_taps(a: jax.Array, axis: int, length: int, out: int):
+    """Yields, for each tap ``m`` of the bins along ``axis``, the view ``a[start + m]`` (the
+    bin's last element where the bin is shorter), its input positions and whether it is a
+    real (not repeated) element of its bin.  Taps come in increasing position order."""
+    starts, ends = _bins(length, out)
+    width = int((ends - starts).max())
+    regular = length % out == 0
+    for m in range(width):
+        position = np.minimum(starts + m, ends - 1)
+        if regular:
+            view = lax.slice_in_dim(a, m, length, width, axis)
+        else:
+            view = jnp.take(a, position, axis=axis, mode="clip")
+        yield view, position, starts + m < ends
+
+
+def _bin_windows(a: jax.Array, axis: int, length: int, out: int) -> tuple[jax.Array, np.ndarray]:
+    """``a`` with ``axis`` split into ``(out, M)`` bin windows, and the ``(out, M)`` table of the
+    input positions each window holds (a bin's last element repeated where it is shorter)."""
+    starts, ends = _bins(length, out)
+    if length % out == 0:
+        width = length // out
+        table = np.arange(length).reshape(out, width)
+        return a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]), table
+    width = int((ends - starts).max())
+    table = np.minimum(starts[:, None] + np.arange(width), ends[:, None] - 1)
+    taken = jnp.take(a, table.reshape(-1), axis=axis, mode="clip")
+    return taken.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]), table
+
+
+def _along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """Places a vector on ``axis`` of a rank-``rank`` array, for broadcasting."""
+    shape = [1] * rank
+    shape[axis] = values.shape[0]
+    return values.reshape(shape)
+
+
+def _reduced_axes(window: AdaptiveWindow):
+    """``(i, axis, length, out)`` of the axes that pool, innermost first."""
+    for i in reversed(range(window.nd)):
+        length, out = window.in_spatial[i], window.out_spatial[i]
+        if out != length:
+            yield i, window.spatial_axes[i], length, out
+
+
+def _wide(length: int, out: int) -> bool:
+    starts, ends = _bins(length, out)
+    return int((ends - starts).max()) > _CHAIN_WIDTH
+
+
+def _plane_strides(spatial: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(len(spatial)))
+
+
+def _max_values(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin maxima, one axis at a time (``max`` propagates NaN)."""
+    y = x
+    for _, axis, length, out in _reduced_axes(window):
+        if _wide(length, out):
+            w, _ = _bin_windows(y, axis, length, out)
+            y = jnp.max(w, axis=axis + 1)
+            continue
+        acc = None
+        for view, _, _ in _axis_taps(y, axis, length, out):
+            acc = view if acc is None else lax.max(acc, view)
+        y = acc
+    return y
+
+
+def _argmax_pair(floating: bool):
+    """Combines ``(value, position)`` pairs: the larger value, NaN over a number, and on a tie
+    the smaller position, i.e. the first element in row-major order."""
+
+    def pick(a, b):
+        (va, pa), (vb, pb) = a, b
+        earlier = pb < pa
+        take_b = (vb > va) | ((vb == va) & earlier)
+        if floating:
+            a_nan, b_nan = va != va, vb != vb
+            take_b = jnp.where(a_nan, b_nan & earlier, take_b | b_nan)
+        return lax.select(take_b, vb, va), lax.select(take_b, pb, pa)
+
+    return pick
+
+
+def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """The bin maxima and the spatial position of each one's first occurrence (or first NaN).
+
+    Each pooling axis gathers its ``(O, M)`` bin windows of the values and of the positions
+    found so far (the flat spatial offset over the axes already reduced, plus the window's own
+    offset), then reduces the ``(value, position)`` pairs with :func:`_argmax_pair`, so ties
+    break on the row-major flat index.  (A chain over the taps, as for the values alone,
+    compiles to a much slower program when it also carries positions.)
+    """
+    floating = jnp.issubdtype(x.dtype, jnp.floating)
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    strides = _plane_strides(window.in_spatial)
+    fill = -np.inf if floating else np.iinfo(x.dtype).min
+    init = (np.asarray(fill, x.dtype), np.asarray(np.iinfo(pos_dtype).max, pos_dtype))
+    y, position = x, None
+    for i, axis, length, out in _reduced_axes(window):
+        w, table = _bin_windows(y, axis, length, out)
+        shape = [1] * w.ndim
+        shape[axis], shape[axis + 1] = table.shape
+        offset = (table * strides[i]).astype(pos_dtype).reshape(shape)
+        if position is None:
+            candidates = jnp.broadcast_to(offset, w.shape)
+        else:
+            candidates = _bin_windows(position, axis, length, out)[0] + offset
+        y, position = lax.reduce((w, candidates), init, _argmax_pair(floating), (axis + 1,))
+    if position is None:
+        position = jnp.zeros(y.shape, pos_dtype)
+    for i, axis in enumerate(window.spatial_axes):
+        if window.out_spatial[i] == window.in_spatial[i] and window.in_spatial[i] > 1:
+            iota = lax.broadcasted_iota(pos_dtype, y.shape, axis)
+            position = position + iota * np.asarray(strides[i], pos_dtype)
+    return y, position
+
+
+def _tangent(x_dot: jax.Array, position: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    if x_dot.dtype == jax.dtypes.float0:
+        return np.zeros(position.shape, jax.dtypes.float0)
+    return indices_lib.gather_planes(x_dot, position, window.data_format)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    return _max_values(x, window)
+
+
+@_pool.defjvp
+def _pool_jvp(window, primals, tangents):
+    (x,), (x_dot,) = primals, tangents
+    y, position = _max_positions(x, window)
+    return y, _tangent(x_dot, position, window)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _pool_with_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    return _max_positions(x, window)
+
+
+@_pool_with_positions.defjvp
+def _pool_with_positions_jvp(window, primals, tangents):
+    (x,), (x_dot,) = primals, tangents
+    y, position = _max_positions(x, window)
+    position_dot = np.zeros(position.shape, jax.dtypes.float0)
+    return (y, position), (_tangent(x_dot, position, window), position_dot)
+
+
+@functools.partial(jax.jit, static_argnames=("window", "index_dtype"))
+def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None):
+    if index_dtype is None:
+        return _pool(x, window)
+    y, position = _pool_with_positions(x, window)
+    return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, 2,
+                                        index_dtype)
+
+
+def adaptive_max_pool(
+    x: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    data_format: str = "NCX",
+    return_indices: bool = False,
+    index_element_type: Any = None,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """Adaptive max pooling as OpenVINO AdaptiveMaxPool-8, with optional argmax indices.
+
+    Along a spatial axis of input size ``L`` and output size ``O``, output ``i`` reduces the
+    bin ``[floor(i * L / O), ceil((i + 1) * L / O))``; the bins of all axes form a box::
+
+        y[n, c, i, j] = max x[n, c, h_start(i):h_end(i), w_start(j):w_end(j)]
+
+    Args:
+      x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
+        1 to 3 spatial axes; a floating or integer dtype.
+      output_size: the output spatial size, an int or one entry per spatial axis; ``None``
+        keeps that axis' input size.  It may exceed the input size (bins then overlap).
+      data_format: ``"NCX"`` or ``"NXC"``.
+      return_indices: also return the argmax indices.
+      index_element_type: ``"i32"``, ``"i64"``, ``jnp.int32``, ``jnp.int64`` or ``None``
+        (int64 with ``jax_enable_x64``, int32 without).
+
+    Returns:
+      ``y`` of shape ``[N, C, *output_size]`` (or its NXC form) with the dtype of ``x``, or
+      ``(y, indices)``: the spatial position ``flat(p)`` of each maximum within its own
+      ``(n, c)`` plane, in ``[0, prod(spatial))`` (the ``axis=2`` convention of
+      :func:`max_pool`).  Ties give the first element in row-major order; a NaN is the maximum
+      and the first NaN's index is returned (the CPU runtime skips NaN).  The gradient flows to
+      the argmax.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(5.0).reshape(1, 1, 5)
+      >>> y, i = jaxpool.adaptive_max_pool(x, 3, return_indices=True)
+      >>> y[0, 0].tolist(), i[0, 0].tolist()
+      ([1.0, 3.0, 4.0], [1, 3, 4])
+    """
+    x = jnp.asarray(x)
+    window_lib.check_input("x", x.shape, x.dtype)
+    window = window_lib.make_adaptive_window(x.shape, output_size, data_format)
+    if not isinstance(return_indices, (bool, np.bool_)):
+        raise TypeError(f"`return_indices` must be a bool, got {return_indices!r}.")
+    dtype = indices_lib.index_dtype(index_element_type)
+    if not return_indices:
+        return _adaptive_max_pool(x, window, None)
+    indices_lib.check_fits(window.ncx_shape, 2, dtype)
+    return _adaptive_max_pool(x, window, dtype)
+
+
+def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
+    """Sums ``a`` over the bins of ``axis``: a fused chain over the taps of narrow bins, a
+    reshape for wide bins that tile the axis, else a product with the static 0/1 bin matrix."""
+    if not _wide(length, out):
+        total = None
+        for view, _, real in _axis_taps(a, axis, length, out):
+            if not real.all():
+                view = view * _along(real.astype(a.dtype), axis, a.ndim)
+            total = view if total is None else total + view
+        return total
+    if length % out == 0:
+        width = length // out
+        return jnp.sum(a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]),
+                       axis=axis + 1, dtype=a.dtype)
+    starts, ends = _bins(length, out)
+    p = np.arange(length)[:, None]
+    matrix = ((p >= starts) & (p < ends)).astype(a.dtype)
+    precision = None if jnp.issubdtype(a.dtype, jnp.integer) else lax.Precision.HIGHEST
+    total = lax.dot_general(a, matrix, (((axis,), (0,)), ((), ())), precision=precision,
+                            preferred_element_type=a.dtype)
+    return jnp.moveaxis(total, -1, axis)
+
+
+@functools.partial(jax.jit, static_argnames=("window",))
+def _adaptive_avg_pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    total = x.astype(avg_lib.accumulator_dtype(x.dtype))
+    rank = total.ndim
+    divisor = np.ones([1] * rank, np.int64)
+    for _, axis, length, out in _reduced_axes(window):
+        total = _sum_axis(total, axis, length, out)
+        starts, ends = _bins(length, out)
+        divisor = divisor * _along(ends - starts, axis, rank)
+    return avg_lib.divide(total, divisor, x.dtype)
+
+
+def adaptive_avg_pool(
+    x: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Adaptive average pooling as OpenVINO AdaptiveAvgPool-8.
+
+    Along a spatial axis of input size ``L`` and output size ``O``, output ``i`` averages the
+    bin ``[floor(i * L / O), ceil((i + 1) * L / O))``; the bins of all axes form a box::
+
+        y[n, c, i, j] = sum x[n, c, h_start(i):h_end(i), w_start(j):w_end(j)]
+                        / ((h_end(i) - h_start(i)) * (w_end(j) - w_start(j)))
+
+    Floating inputs of 16 bits sum in float32 (float32 sums at ``Precision.HIGHEST``); integer
+    inputs sum exactly and round the quotient half to even, as the OpenVINO CPU runtime does
+    for int32 (the specification lists floating types only; the CPU runtime sums int8/uint8
+    in their own type, saturating, which we do not follow).
+
+    Args:
+      x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
+        1 to 3 spatial axes; a floating or integer dtype.
+      output_size: the output spatial size, an int or one entry per spatial axis; ``None``
+        keeps that axis' input size.  It may exceed the input size.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``y`` of shape ``[N, C, *output_size]`` (or its NXC form) with the dtype of ``x``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(5.0).reshape(1, 1, 5)
+      >>> jaxpool.adaptive_avg_pool(x, 3)[0, 0].tolist()
+      [0.5, 2.0, 3.5]
+    """
+    x = jnp.asarray(x)
+    window_lib.check_input("x", x.shape, x.dtype)
+    window = window_lib.make_adaptive_window(x.shape, output_size, data_format)
+    return _adaptive_avg_pool(x, window)

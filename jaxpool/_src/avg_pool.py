@@ -1,0 +1,145 @@
+"""AvgPool-1/-14: sliding-window average with OpenVINO's divisor rule."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import taps as taps_lib
+from jaxpool._src import window as window_lib
+from jaxpool._src.window import Window
+
+
+def accumulator_dtype(dtype: Any) -> np.dtype:
+    """The dtype an average sums in: float32 for 16-bit floats, the widest int for integers."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        wide = np.int64 if jax.config.jax_enable_x64 else np.int32
+        return np.dtype(wide)
+    if dtype.itemsize < 4:
+        return np.dtype(np.float32)
+    return dtype
+
+
+def divide(total: jax.Array, divisor: np.ndarray, dtype: np.dtype) -> jax.Array:
+    """``total / divisor`` in ``dtype``; ``divisor`` is a static array of non-negative ints.
+
+    A zero divisor (a window with no element to count, whose ``total`` is 0) gives 0.  Floats
+    multiply by the reciprocal in the accumulator's precision; integers round the exact
+    quotient half to even, as the OpenVINO CPU runtime does.
+    """
+    if np.issubdtype(dtype, np.integer):
+        d = np.maximum(divisor, 1).astype(total.dtype)
+        if np.all(d == 1):
+            return total.astype(dtype)
+        q = jnp.floor_divide(total, d)
+        twice_r = (total - q * d) * 2
+        up = (twice_r > d) | ((twice_r == d) & (lax.rem(q, np.asarray(2, q.dtype)) != 0))
+        return (q + up.astype(q.dtype)).astype(dtype)
+    recip = np.where(divisor > 0, 1.0 / np.maximum(divisor, 1), 0.0).astype(total.dtype)
+    if np.all(recip == recip.flat[0]):
+        recip = recip.flat[0]
+    return (total * recip).astype(dtype)
+
+
+def _divisors(window: Window, exclude_pad: bool) -> np.ndarray:
+    """Per output position, the number of kernel positions the average divides by.
+
+    With ``exclude_pad=False`` and any non-zero pad in force, every kernel position counts,
+    also those past ``pads_end`` in ceil mode; otherwise only the input elements count.  The
+    count is a product over the spatial axes, broadcast against the output.
+    """
+    rank = len(window.shape)
+    padded = any(window.pads_begin) or any(window.pads_end)
+    full = padded and not exclude_pad
+    divisor = np.ones([1] * rank, np.int64)
+    for i in range(window.nd):
+        o = np.arange(window.out_spatial[i])
+        start = o * window.strides[i] - window.pads_begin[i]
+        if full:
+            count = np.full(o.shape, window.kernel[i])
+        else:
+            length = window.in_spatial[i]
+            count = (np.clip(start + window.kernel[i], 0, length) - np.clip(start, 0, length))
+        divisor = divisor * taps_lib.broadcast_axis(count, window, i, rank)
+    return divisor
+
+
+@functools.partial(jax.jit, static_argnames=("window", "exclude_pad"))
+def _avg_pool(x: jax.Array, window: Window, exclude_pad: bool) -> jax.Array:
+    acc = accumulator_dtype(x.dtype)
+    xa = x.astype(acc)
+    total = None
+    for tap in taps_lib.taps(window):
+        view = taps_lib.tap_view(xa, window, tap, 0)
+        total = view if total is None else total + view
+    if total is None:  # every window lies in the padding
+        return jnp.zeros(window.out_shape, x.dtype)
+    return divide(total, _divisors(window, exclude_pad), x.dtype)
+
+
+def avg_pool(
+    x: jax.typing.ArrayLike,
+    kernel: Any,
+    strides: Any = None,
+    pads_begin: Any = None,
+    pads_end: Any = None,
+    *,
+    exclude_pad: bool = False,
+    rounding_type: str = "floor",
+    auto_pad: str = "explicit",
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Average pooling as OpenVINO AvgPool-1/-14.
+
+    For every output position ``o`` the window is ``x[o * strides + k - pads_begin]`` for each
+    kernel offset ``0 <= k < kernel``; positions outside the input add 0::
+
+        y[n, c, o] = sum_k x[n, c, o * strides + k - pads_begin] / divisor(o)
+
+    The divisor follows the OpenVINO runtime: with ``exclude_pad=False`` and any non-zero pad
+    in force (on any axis, after ``auto_pad``) it is ``prod(kernel)`` for every window, also
+    for windows that reach past ``pads_end`` in ceil mode; otherwise (``exclude_pad=True``, or
+    no pads at all) it is the number of input elements in the window.  A window with no input
+    element and ``exclude_pad=True`` gives 0 (the CPU plugin gives NaN or -0 there, and refuses
+    pads as large as the kernel).  Output sizes follow the same rules as :func:`max_pool`.
+
+    Floating inputs of 16 bits sum in float32; integer inputs sum in the widest enabled
+    integer type (int64 with ``jax_enable_x64``, else int32, where sums beyond its range wrap
+    as in the runtime) and round the exact quotient half to even.
+
+    Args:
+      x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
+        1 to 3 spatial axes; a floating or integer dtype.
+      kernel: window size, an int or one per spatial axis.
+      strides: window step; ``None`` means ``kernel``.
+      pads_begin, pads_end: padding at the start/end of each spatial axis (default 0).
+      exclude_pad: divide by the number of input elements only.
+      rounding_type: ``"floor"``, ``"ceil"`` or ``"ceil_torch"``.
+      auto_pad: ``"explicit"``, ``"valid"``, ``"same_upper"`` or ``"same_lower"``.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``y`` of the pooled shape, with the dtype of ``x``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> jaxpool.avg_pool(x, 2)[0, 0].tolist()
+      [[2.5, 4.5], [10.5, 12.5]]
+      >>> jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)[0, 0, 0].tolist()
+      [0.0, 0.5, 1.5, 2.5]
+    """
+    x = jnp.asarray(x)
+    window_lib.check_input("x", x.shape, x.dtype)
+    window = window_lib.make_window(
+        x.shape, kernel, strides, pads_begin, pads_end, None,
+        rounding_type=rounding_type, auto_pad=auto_pad, data_format=data_format)
+    if not isinstance(exclude_pad, (bool, np.bool_)):
+        raise TypeError(f"`exclude_pad` must be a bool, got {exclude_pad!r}.")
+    return _avg_pool(x, window, bool(exclude_pad))

@@ -1,0 +1,140 @@
+"""MaxUnpool: scatters pooled values back to the positions their indices name."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import indices as indices_lib
+from jaxpool._src import window as window_lib
+
+
+def _output_shape(output_shape: Any, y_shape: tuple[int, ...], data_format: str) -> tuple[int, ...]:
+    """Validates ``output_shape``: the full shape of the pooled input, in ``data_format``."""
+    if isinstance(output_shape, jax.core.Tracer):
+        raise TypeError(
+            f"`output_shape` must be static Python ints, got a traced value {output_shape!r}; "
+            "it decides the output shape."
+        )
+    if isinstance(output_shape, np.ndarray):
+        output_shape = output_shape.tolist()
+    if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
+        raise TypeError(
+            f"`output_shape` must be a sequence of ints (the full shape of the pooled input), "
+            f"got {output_shape!r}."
+        )
+    shape = tuple(window_lib.static_int("output_shape", d) for d in output_shape)
+    if len(shape) != len(y_shape):
+        raise ValueError(
+            f"`output_shape` (={shape}) must have the rank of `y` of shape {y_shape} "
+            f"({len(y_shape)}), got {len(shape)}."
+        )
+    c_dim = window_lib.channel_axis(len(shape), data_format)
+    if shape[0] != y_shape[0] or shape[c_dim] != y_shape[c_dim]:
+        raise ValueError(
+            f"`output_shape` (={shape}) must keep the batch and channel sizes of `y` of shape "
+            f"{y_shape} in {data_format} layout."
+        )
+    if any(d < 1 for d in shape):
+        raise ValueError(f"`output_shape` (={shape}) must have positive sizes.")
+    return shape
+
+
+def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
+    """int32, or int64 for 64-bit ``indices`` or an output with more than 2**31 - 1 elements."""
+    size = math.prod(ncx_shape)
+    if dtype.itemsize < 8 and size <= np.iinfo(np.int32).max:
+        return np.dtype(np.int32)
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"`output_shape` of NCX shape {ncx_shape} has {size} elements, more than 32-bit "
+            "indices address; enable `jax_enable_x64`."
+        )
+    return np.dtype(np.int64)
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "axis", "data_format", "dtype"))
+def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str,
+                dtype: np.dtype):
+    ncx_shape = window_lib.to_ncx_shape(shape, data_format)
+    bound = indices_lib.index_bound(ncx_shape, axis)
+    idx = indices.astype(dtype)
+    inside = (idx >= 0) & (idx < np.asarray(bound, dtype))
+    full = indices_lib.to_full(idx, ncx_shape, data_format, axis)
+    full = jnp.where(inside, full, np.asarray(-1, dtype))  # dropped by the scatter
+    numbers = lax.ScatterDimensionNumbers(
+        update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    flat = lax.scatter_add(
+        jnp.zeros((math.prod(ncx_shape),), y.dtype), full.reshape(-1, 1), y.reshape(-1),
+        numbers, indices_are_sorted=False, unique_indices=False,
+        mode=lax.GatherScatterMode.FILL_OR_DROP)
+    out = flat.reshape(ncx_shape)
+    return out if data_format == "NCX" else jnp.moveaxis(out, 1, -1)
+
+
+def max_unpool(
+    y: jax.typing.ArrayLike,
+    indices: jax.typing.ArrayLike,
+    output_shape: Any,
+    *,
+    axis: int = 0,
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Max unpooling: the adjoint of a max pool, given its indices.
+
+    Scatters every pooled value to the input element its index names, in a zero tensor of
+    ``output_shape``; a position named several times (overlapping windows) receives the sum::
+
+        x[element(indices[n, c, o])] += y[n, c, o]
+
+    ``indices`` follow the index convention of :func:`max_pool` with the same ``axis``
+    (``adaptive_max_pool`` indices use ``axis=2``): the row-major offset in the NCX view of the
+    pooled input, modulo ``prod(ncx_shape[axis:])``; the coordinates that ``axis`` dropped come
+    from each index's own position in ``indices``.  Indices outside ``[0,
+    prod(ncx_shape[axis:]))`` contribute nothing.  Linear in ``y``: its gradient gathers at the
+    indices.
+
+    Args:
+      y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
+        (``NXC``), with 1 to 3 spatial axes.
+      indices: integer indices of the shape of ``y``.
+      output_shape: the full shape of the pooled input, in ``data_format``'s layout, with the
+        batch and channel sizes of ``y``.
+      axis: the ``axis`` the indices were taken with: 0, 1 or 2 (or -rank to 2 - rank).
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      An array of ``output_shape`` with the dtype of ``y``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> y, i = jaxpool.max_pool(x, 2, return_indices=True)
+      >>> jaxpool.max_unpool(y, i, x.shape)[0, 0].tolist()
+      [[0.0, 0.0, 0.0, 0.0], [0.0, 5.0, 0.0, 7.0], [0.0, 0.0, 0.0, 0.0], [0.0, 13.0, 0.0, 15.0]]
+    """
+    y = jnp.asarray(y)
+    indices = jnp.asarray(indices)
+    data_format = window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
+    window_lib.check_input("y", y.shape, y.dtype)
+    if not jnp.issubdtype(indices.dtype, jnp.integer):
+        raise TypeError(f"`indices` must have an integer dtype, got {indices.dtype}.")
+    if indices.shape != y.shape:
+        raise ValueError(
+            f"`indices` of shape {indices.shape} must have the shape of `y` ({y.shape}).")
+    axis = indices_lib.normalize_axis(axis, y.ndim)
+    if axis > 2:
+        raise ValueError(
+            f"`axis` (={axis}) must be 0, 1 or 2: indices taken over fewer than all spatial "
+            "axes have lost the coordinates of the others."
+        )
+    shape = _output_shape(output_shape, tuple(y.shape), data_format)
+    dtype = _full_dtype(window_lib.to_ncx_shape(shape, data_format), np.dtype(indices.dtype))
+    return _max_unpool(y, indices, shape, axis, data_format, dtype)

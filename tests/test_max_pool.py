@@ -1,0 +1,557 @@
+"""max_pool against the OpenVINO runtime, PyTorch and its own invariants."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from jax.test_util import check_grads
+
+import jaxpool
+import oracle
+
+torch.set_num_threads(1)
+
+DTYPES = ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32"]
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _random_input(rng, shape, dtype_name, *, ties: bool) -> np.ndarray:
+    """Random data; ``ties`` draws from few values so that windows hold equal maxima."""
+    dtype = _np_dtype(dtype_name)
+    if np.issubdtype(dtype, np.integer):
+        # The type's minimum is left out: a window of minima is where the runtime and API.md
+        # differ (see test_window_of_integer_minima).
+        info = np.iinfo(dtype)
+        lo, hi = (max(info.min + 1, -6), min(info.max, 6)) if ties else (info.min + 1, info.max)
+        if dtype == np.int32 and not ties:
+            # The CPU plugin computes int32 pooling in float32: exact up to 2**24 only.
+            lo, hi = -(2**24), 2**24
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+    if ties:
+        return rng.integers(-4, 5, size=shape).astype(dtype)
+    # Values exact in float16 and bfloat16 alike, so every dtype compares with an f32 runtime.
+    return (rng.integers(-128, 128, size=shape) / 16.0).astype(np.float32).astype(dtype)
+
+
+def _runtime_input(x: np.ndarray) -> np.ndarray:
+    """The runtime computes bf16 and f64 inputs as exactly representable float32 values."""
+    if x.dtype in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)):
+        return x.astype(np.float32)
+    return x
+
+
+def _max_pool_runtime(x_ncx, opset, index_element_type="i64", axis=0, **attrs):
+    out = oracle.max_pool(_runtime_input(x_ncx), opset=opset, index_element_type=index_element_type,
+                          axis=axis, **attrs)
+    y = out[0]
+    if np.issubdtype(y.dtype, np.floating):
+        # A window with no input element: the runtime gives the lowest finite value, API.md
+        # the padding value -inf (the random data never holds the lowest finite value).
+        y = np.where(y == np.finfo(y.dtype).min, np.asarray(-np.inf, y.dtype), y)
+    return y.astype(x_ncx.dtype), (out[1] if opset > 1 else None)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The bytes of ``a``, so that equality is bit-exact (signed zeros, NaN payloads)."""
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def _compare(x_ncx, data_format, opset, index_element_type, axis, attrs):
+    y_ref, i_ref = _max_pool_runtime(x_ncx, opset, "i32" if index_element_type == "i32" else "i64",
+                                     axis, **attrs)
+    x = x_ncx if data_format == "NCX" else oracle.to_nxc(x_ncx)
+    y, i = jaxpool.max_pool(x, data_format=data_format, return_indices=True,
+                            index_element_type=index_element_type, axis=axis, **attrs)
+    y, i = np.asarray(y), np.asarray(i)
+    if data_format == "NXC":
+        y, i = oracle.to_ncx(y), oracle.to_ncx(i)
+    assert y.dtype == x_ncx.dtype
+    np.testing.assert_array_equal(_bits(y), _bits(y_ref), err_msg=str(attrs))
+    if i_ref is not None:
+        assert i.dtype == (np.int32 if index_element_type == "i32" else np.int64)
+        np.testing.assert_array_equal(i, i_ref, err_msg=str(attrs))
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenVINO runtime.
+# --------------------------------------------------------------------------------------------
+
+
+def _grid(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    configs = []
+    while len(configs) < count:
+        nd = int(rng.integers(1, 4))
+        spatial = tuple(int(v) for v in rng.integers(1, [12, 9, 6][nd - 1], size=nd))
+        opset = int(rng.choice([1, 8, 14]))
+        kernel = [int(v) for v in rng.integers(1, 4, size=nd)]
+        strides = [int(v) for v in rng.integers(1, 4, size=nd)]
+        dilations = [1] * nd if opset == 1 else [int(v) for v in rng.integers(1, 3, size=nd)]
+        pads_begin = [int(v) for v in rng.integers(0, 4, size=nd)]  # may exceed the kernel
+        pads_end = [int(v) for v in rng.integers(0, 4, size=nd)]
+        roundings = ["floor", "ceil"] + (["ceil_torch"] if opset == 14 else [])
+        rounding_type = str(rng.choice(roundings))
+        auto_pad = str(rng.choice(["explicit", "explicit", "valid", "same_upper", "same_lower"]))
+        dtype = str(rng.choice(DTYPES))
+        index_element_type = "i32" if dtype != "float64" else str(rng.choice(["i32", "i64"]))
+        axis = int(rng.integers(-(nd + 2), nd + 2))
+        data_format = str(rng.choice(["NCX", "NXC"]))
+        shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial)
+        dk = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        if auto_pad == "explicit" and any(
+                k > s + b + e for k, s, b, e in zip(dk, spatial, pads_begin, pads_end)):
+            continue
+        if auto_pad == "valid" and any(k > s for k, s in zip(dk, spatial)):
+            continue
+        attrs = dict(kernel=kernel, strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+                     rounding_type=rounding_type, auto_pad=auto_pad)
+        if opset > 1:
+            attrs["dilations"] = dilations
+        configs.append((shape, dtype, data_format, opset, index_element_type, axis, attrs,
+                        bool(rng.integers(0, 2)), int(rng.integers(0, 2**31))))
+    return configs
+
+
+@pytest.mark.parametrize("config", _grid(seed=20261122, count=360), ids=lambda c: f"{c[0]}")
+def test_matches_runtime_on_random_grid(config):
+    shape, dtype, data_format, opset, index_element_type, axis, attrs, ties, seed = config
+    x = _random_input(np.random.default_rng(seed), shape, dtype, ties=ties)
+    if dtype == "float64" or index_element_type == "i64":
+        with jax.enable_x64(True):
+            _compare(x, data_format, opset, index_element_type, axis, attrs)
+    else:
+        _compare(x, data_format, opset, index_element_type, axis, attrs)
+
+
+def test_refuses_what_the_runtime_refuses():
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    attrs = dict(kernel=[3, 3], strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0],
+                 dilations=[3, 1])
+    with pytest.raises(Exception):
+        oracle.max_pool(x, **attrs)
+    with pytest.raises(ValueError, match="`kernel`"):
+        jaxpool.max_pool(x, **attrs)
+
+
+SPEC_INPUT = [[-1, 2, 3], [4, 5, -6], [-7, 8, 9]]
+SPEC_EXAMPLES = [
+    ([[SPEC_INPUT]], dict(kernel=[2, 2], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1])),
+    ([[[-1, 2, 3, 5, -7, 9, 1]]], dict(kernel=[3], strides=[1], auto_pad="valid")),
+    ([[SPEC_INPUT]], dict(kernel=[2, 2], strides=[1, 1], auto_pad="same_lower")),
+    ([[SPEC_INPUT, [[2, -1, 5], [6, -7, 1], [8, 2, -3]]]],
+     dict(kernel=[2, 2], strides=[1, 1], auto_pad="same_upper")),
+    ([[SPEC_INPUT]], dict(kernel=[2, 2], strides=[2, 2], auto_pad="valid", rounding_type="ceil")),
+    ([[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
+     dict(kernel=[2, 2], strides=[1, 1], dilations=[2, 2], pads_begin=[1, 1], pads_end=[1, 1])),
+]
+
+
+@pytest.mark.parametrize("example", range(7))
+def test_specification_examples_as_the_runtime_computes_them(example):
+    if example < 6:
+        data, attrs = SPEC_EXAMPLES[example]
+        axis = 0
+    else:
+        data = [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[10, 11, 12], [13, 14, 15], [16, 17, 18]]]]
+        attrs, axis = dict(kernel=[2, 2], strides=[1, 1]), 2
+    x = np.asarray(data, np.float32)
+    _compare(x, "NCX", 8, "i32", axis, attrs)
+
+
+def test_specification_example_1_differs_from_the_runtime():
+    # The text of MaxPool-8's Example 1 shows -6 (index 5) at output (1, 3); the window there
+    # holds input elements 3 and -6, and the runtime, like jaxpool, gives 3 (index 2).
+    x = np.asarray([[SPEC_INPUT]], np.float32)
+    y_ref, i_ref = _max_pool_runtime(x, 8, **SPEC_EXAMPLES[0][1])
+    y, i = jaxpool.max_pool(x, return_indices=True, **SPEC_EXAMPLES[0][1])
+    assert (float(y_ref[0, 0, 1, 3]), int(i_ref[0, 0, 1, 3])) == (3.0, 2)
+    assert (float(y[0, 0, 1, 3]), int(i[0, 0, 1, 3])) == (3.0, 2)
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+@pytest.mark.parametrize("rounding_type", ["floor", "ceil"])
+def test_same_padding_with_strides_follows_the_runtime(stride, auto_pad, rounding_type):
+    # The specification says H_out = H for same_*; the runtime gives ceil(H / stride).
+    x = _random_input(np.random.default_rng(stride), (1, 2, 7, 8), "float32", ties=False)
+    attrs = dict(kernel=[3, 2], strides=[stride, stride], auto_pad=auto_pad,
+                 rounding_type=rounding_type)
+    _compare(x, "NCX", 8, "i32", 0, attrs)
+
+
+# --------------------------------------------------------------------------------------------
+# Edge cases.
+# --------------------------------------------------------------------------------------------
+
+EDGE_ATTRS = [
+    dict(kernel=[3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1]),
+    dict(kernel=[2, 2], strides=[3, 3], pads_begin=[2, 2], pads_end=[2, 2], rounding_type="ceil"),
+    dict(kernel=[4, 5], strides=[1, 1]),  # the kernel equals the input
+    dict(kernel=[1, 1], strides=[1, 1]),
+    dict(kernel=[2, 2], strides=[1, 2], dilations=[3, 2], pads_begin=[0, 1], pads_end=[2, 0]),
+]
+
+
+@pytest.mark.parametrize("attrs", EDGE_ATTRS)
+@pytest.mark.parametrize("data", ["constant", "ties", "posinf", "int8_extremes"])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_edge_cases_match_runtime(attrs, data, data_format):
+    rng = np.random.default_rng(7)
+    shape = (2, 3, 4, 5)
+    if data == "constant":
+        x = np.full(shape, 1.5, np.float32)
+    elif data == "ties":
+        x = rng.integers(0, 2, size=shape).astype(np.float32)
+    elif data == "posinf":
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[rng.random(shape) < 0.2] = np.inf
+    else:
+        x = rng.choice(np.asarray([-127, 127, 0], np.int8), size=shape)
+    _compare(x, data_format, 8, "i32", 0, attrs)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1, 1), (3, 1, 1, 5)])
+def test_size_one_dims(shape):
+    x = _random_input(np.random.default_rng(0), shape, "float32", ties=False)
+    nd = len(shape) - 2
+    for attrs in [dict(kernel=[1] * nd), dict(kernel=[2] * nd, pads_end=[1] * nd),
+                  dict(kernel=[1] * nd, strides=[2] * nd, rounding_type="ceil")]:
+        _compare(x, "NCX", 8, "i32", 0, attrs)
+
+
+def test_nan_propagates_with_the_first_nan_index():
+    # API.md: a NaN is the window's maximum and the first NaN's index is returned.  The
+    # runtime skips NaN instead, which would hide a diverging training run.
+    x = np.asarray([[[1.0, np.nan, 3.0, np.nan, 2.0, 0.0]]], np.float32)
+    y, i = jaxpool.max_pool(x, 3, 1, return_indices=True)
+    np.testing.assert_array_equal(np.asarray(y)[0, 0], [np.nan, np.nan, np.nan, 2.0])
+    np.testing.assert_array_equal(np.asarray(i)[0, 0], [1, 1, 3, 4])
+    grad = jax.grad(lambda x: jaxpool.max_pool(x, 3, 1)[..., :3].sum())(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(grad)[0, 0], [0, 2, 0, 1, 0, 0])
+    np.testing.assert_array_equal(np.asarray(jaxpool.max_pool(x, 3, 1))[0, 0],
+                                  [np.nan, np.nan, np.nan, 2.0])
+
+
+def test_minus_inf_window_gives_its_first_element():
+    # API.md: -inf and the first element of the window; the runtime gives the lowest finite
+    # value and index 0 of the plane.
+    x = np.asarray([[[5.0, -np.inf, -np.inf, -np.inf, -np.inf]]], np.float32)
+    y, i = jaxpool.max_pool(x, 2, 2, 1, 0, return_indices=True)
+    np.testing.assert_array_equal(np.asarray(y)[0, 0], [5.0, -np.inf, -np.inf])
+    np.testing.assert_array_equal(np.asarray(i)[0, 0], [0, 1, 3])
+    grad = jax.grad(lambda x: jaxpool.max_pool(x, 2, 2, 1, 0).sum())(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(grad)[0, 0], [1, 1, 0, 1, 0])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+def test_window_of_integer_minima(dtype):
+    # Like a window of -inf, a window whose elements all equal the integer type's minimum is a
+    # tie, and its first element wins.  The runtime gives index 0 of the plane there.
+    lowest = np.iinfo(dtype).min
+    x = np.asarray([[[3, lowest, lowest, lowest, lowest]]], dtype)
+    y, i = jaxpool.max_pool(x, 2, 2, 1, 0, return_indices=True)
+    np.testing.assert_array_equal(np.asarray(y)[0, 0], [3, lowest, lowest])
+    np.testing.assert_array_equal(np.asarray(i)[0, 0], [0, 1, 3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
+def test_window_without_input_elements(dtype):
+    # Ceil rounding with large pads creates windows that hold only padding: the value is the
+    # padding value (-inf; the type's minimum for integers), the index is the first element of
+    # the plane (as the runtime gives), and no gradient flows from there.
+    x = _random_input(np.random.default_rng(1), (2, 3, 2), dtype, ties=False)
+    attrs = dict(kernel=[1], strides=[3], pads_begin=[3], pads_end=[3], rounding_type="ceil")
+    y, i = jaxpool.max_pool(x, return_indices=True, **attrs)
+    _, i_ref = _max_pool_runtime(x, 8, **attrs)
+    np.testing.assert_array_equal(np.asarray(i), i_ref)
+    lowest = -np.inf if dtype == "float32" else np.iinfo(dtype).min
+    np.testing.assert_array_equal(np.asarray(y)[..., 0], np.full((2, 3), lowest, dtype))
+    np.testing.assert_array_equal(np.asarray(y)[..., 1:2], x[..., 0:1])
+    if dtype == "float32":
+        grad = jax.grad(lambda x: jaxpool.max_pool(x, **attrs).sum())(jnp.asarray(x))
+        np.testing.assert_array_equal(np.asarray(grad), np.ones_like(x) * [1, 0])
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch.
+# --------------------------------------------------------------------------------------------
+
+TORCH_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+
+
+def _torch_grid(count: int):
+    rng = np.random.default_rng(99)
+    configs = []
+    while len(configs) < count:
+        nd = int(rng.integers(1, 4))
+        spatial = tuple(int(v) for v in rng.integers(3, [16, 10, 7][nd - 1], size=nd))
+        kernel = tuple(int(v) for v in rng.integers(1, 4, size=nd))
+        strides = tuple(int(v) for v in rng.integers(1, 4, size=nd))
+        dilations = tuple(int(v) for v in rng.integers(1, 3, size=nd))
+        pads = tuple(int(rng.integers(0, k // 2 + 1)) for k in kernel)
+        ceil_mode = bool(rng.integers(0, 2))
+        if any((k - 1) * d + 1 > s + 2 * p for k, d, s, p in zip(kernel, dilations, spatial, pads)):
+            continue
+        configs.append((spatial, kernel, strides, dilations, pads, ceil_mode))
+    return configs
+
+
+@pytest.mark.parametrize("config", _torch_grid(40))
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_matches_pytorch_values_indices_and_gradients(config, data_format):
+    spatial, kernel, strides, dilations, pads, ceil_mode = config
+    nd = len(spatial)
+    rng = np.random.default_rng(sum(spatial) + sum(kernel))
+    x = rng.permutation(math.prod((2, 3, *spatial))).reshape(2, 3, *spatial).astype(np.float32)
+    xt = torch.tensor(x, requires_grad=True)
+    yt, it = TORCH_POOL[nd](xt, kernel, strides, pads, dilations, ceil_mode=ceil_mode,
+                            return_indices=True)
+    ct = rng.standard_normal(yt.shape).astype(np.float32)
+    yt.backward(torch.tensor(ct))
+
+    def pool(x):
+        return jaxpool.max_pool(x, kernel, strides, pads, pads, dilations=dilations,
+                                rounding_type="ceil_torch" if ceil_mode else "floor",
+                                data_format=data_format, return_indices=True, axis=2)
+
+    to_layout = (lambda a: a) if data_format == "NCX" else oracle.to_nxc
+    from_layout = (lambda a: a) if data_format == "NCX" else oracle.to_ncx
+    y, i = pool(to_layout(x))
+    np.testing.assert_array_equal(from_layout(np.asarray(y)), yt.detach().numpy())
+    np.testing.assert_array_equal(from_layout(np.asarray(i)), it.numpy())
+    grad = jax.grad(lambda x: jnp.vdot(pool(x)[0], to_layout(ct)))(to_layout(x))
+    np.testing.assert_allclose(from_layout(np.asarray(grad)), xt.grad.numpy(), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Properties.
+# --------------------------------------------------------------------------------------------
+
+
+@st.composite
+def pool_cases(draw):
+    nd = draw(st.integers(1, 3))
+    spatial = draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd))
+    kernel = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
+    strides = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
+    dilations = draw(st.lists(st.integers(1, 2), min_size=nd, max_size=nd))
+    pads_begin = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
+    pads_end = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
+    rounding_type = draw(st.sampled_from(["floor", "ceil", "ceil_torch"]))
+    auto_pad = draw(st.sampled_from(["explicit", "valid", "same_upper", "same_lower"]))
+    hypothesis.assume(all(
+        (k - 1) * d + 1 <= s + (b + e if auto_pad == "explicit" else 0)
+        for k, d, s, b, e in zip(kernel, dilations, spatial, pads_begin, pads_end)))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), *spatial)
+    seed = draw(st.integers(0, 2**31))
+    x = np.random.default_rng(seed).integers(-3, 4, size=shape).astype(np.float32)
+    attrs = dict(kernel=kernel, strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+                 dilations=dilations, rounding_type=rounding_type, auto_pad=auto_pad)
+    return x, attrs
+
+
+SETTINGS = hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
+                               suppress_health_check=[hypothesis.HealthCheck.too_slow])
+
+
+@SETTINGS
+@hypothesis.given(pool_cases(), st.integers(0, 4))
+def test_nxc_equals_ncx(case, axis):
+    x, attrs = case
+    y, i = jaxpool.max_pool(x, return_indices=True, axis=axis, **attrs)
+    y2, i2 = jaxpool.max_pool(oracle.to_nxc(x), data_format="NXC", return_indices=True,
+                              axis=axis, **attrs)
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(y2)), np.asarray(y))
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(i2)), np.asarray(i))
+
+
+@SETTINGS
+@hypothesis.given(pool_cases())
+def test_jit_equals_eager_and_vmap_equals_loop(case):
+    x, attrs = case
+
+    def pool(x):
+        return jaxpool.max_pool(x, return_indices=True, **attrs)
+
+    eager = pool(x)
+    jitted = jax.jit(pool)(x)
+    stacked = jnp.stack([x, -x, x * 2])
+    batched = jax.vmap(pool)(stacked)
+    for a, b in zip(eager, jitted):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for k in range(3):
+        looped = pool(stacked[k])
+        for a, b in zip(looped, batched):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+
+
+@SETTINGS
+@hypothesis.given(pool_cases(), st.sampled_from(["NCX", "NXC"]))
+def test_gradient_is_the_scatter_of_cotangents_to_the_indices(case, data_format):
+    x, attrs = case
+    if data_format == "NXC":
+        x = oracle.to_nxc(x)
+    y, i = jaxpool.max_pool(x, data_format=data_format, return_indices=True, **attrs)
+    ct = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
+    grad = jax.grad(lambda x: jnp.vdot(jaxpool.max_pool(x, data_format=data_format, **attrs),
+                                       ct))(jnp.asarray(x))
+    # Windows without input elements pass no gradient; they hold the padding value.
+    ct_ncx, i_ncx = (ct, np.asarray(i)) if data_format == "NCX" else (
+        oracle.to_ncx(ct), oracle.to_ncx(np.asarray(i)))
+    y_ncx = np.asarray(y) if data_format == "NCX" else oracle.to_ncx(np.asarray(y))
+    x_ncx = x if data_format == "NCX" else oracle.to_ncx(x)
+    expected = np.zeros(x_ncx.size, np.float64)
+    live = y_ncx.ravel() != -np.inf
+    np.add.at(expected, i_ncx.ravel()[live], ct_ncx.ravel()[live])
+    expected = expected.reshape(x_ncx.shape)
+    if data_format == "NXC":
+        expected = oracle.to_nxc(expected)
+    np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel=3, strides=2, pads_begin=1, pads_end=1),
+    dict(kernel=2, strides=1, dilations=2, rounding_type="ceil", pads_end=1),
+    dict(kernel=(2, 3), strides=(2, 1), auto_pad="same_lower"),
+])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_check_grads_both_modes_order_two(attrs, data_format, x64):
+    x = np.random.default_rng(3).permutation(2 * 3 * 6 * 5).reshape(2, 3, 6, 5) / 7.0
+    if data_format == "NXC":
+        x = oracle.to_nxc(x)
+
+    def pool(x):
+        return jaxpool.max_pool(x, data_format=data_format, **attrs)
+
+    check_grads(pool, (jnp.asarray(x, jnp.float64),), order=2, modes=("fwd", "rev"))
+
+
+def test_forward_mode_transformations(x64):
+    x = jnp.asarray(np.random.default_rng(4).permutation(48).reshape(1, 3, 4, 4), jnp.float64)
+
+    def pool(x):
+        return jaxpool.max_pool(x, 2, 1, dilations=1, pads_end=1, rounding_type="ceil")
+
+    y, y_dot = jax.jvp(pool, (x,), (jnp.ones_like(x),))
+    np.testing.assert_array_equal(np.asarray(y_dot), np.ones(y.shape))
+    y_lin, f_lin = jax.linearize(pool, x)
+    np.testing.assert_array_equal(np.asarray(f_lin(x)), np.asarray(y))
+    np.testing.assert_array_equal(np.asarray(jax.jacfwd(pool)(x)), np.asarray(jax.jacrev(pool)(x)))
+    hessian = jax.hessian(lambda x: pool(x).sum())(x)
+    np.testing.assert_array_equal(np.asarray(hessian), np.zeros(hessian.shape))
+
+
+def test_indices_do_not_carry_gradients():
+    x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+    grad = jax.grad(lambda x: jaxpool.max_pool(x, 2, return_indices=True)[1].sum() * 0.0
+                    + jaxpool.max_pool(x, 2).sum())(x)
+    assert np.asarray(grad).sum() == 4
+
+
+# --------------------------------------------------------------------------------------------
+# Dtypes and index types.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_output_dtypes(dtype):
+    x = _random_input(np.random.default_rng(5), (1, 2, 5, 5), dtype, ties=True)
+    ctx = jax.enable_x64(True) if dtype == "float64" else jax.enable_x64(False)
+    with ctx:
+        y, i = jaxpool.max_pool(x, 2, return_indices=True)
+        assert y.dtype == x.dtype
+        assert i.dtype == (np.int64 if dtype == "float64" else np.int32)
+
+
+def test_index_element_type_forms(x64):
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    for form, dtype in [("i32", np.int32), ("i64", np.int64), (jnp.int32, np.int32),
+                        (jnp.int64, np.int64), (None, np.int64)]:
+        _, i = jaxpool.max_pool(x, 2, return_indices=True, index_element_type=form)
+        assert i.dtype == dtype
+
+
+def test_int64_without_x64_is_refused():
+    with pytest.raises(ValueError, match="`index_element_type`.*x64"):
+        jaxpool.max_pool(np.zeros((1, 1, 4), np.float32), 2, return_indices=True,
+                         index_element_type="i64")
+
+
+def test_int32_overflow_is_refused_without_allocating():
+    big = jax.ShapeDtypeStruct((2**12, 2**10, 2**10), jnp.int8)
+    with pytest.raises(ValueError, match="overflows"):
+        jax.eval_shape(lambda x: jaxpool.max_pool(x, 2, return_indices=True), big)
+    y, i = jax.eval_shape(lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=2), big)
+    assert y.shape == i.shape == (2**12, 2**10, 2**9)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors.
+# --------------------------------------------------------------------------------------------
+
+X2 = np.zeros((1, 2, 6, 6), np.float32)
+BAD = [
+    (dict(x=np.zeros((6, 6), np.float32), kernel=2), ValueError, "`x` must have rank"),
+    (dict(kernel=(2, 2, 2)), ValueError, r"`kernel` \(=\(2, 2, 2\)\) must have one entry"),
+    (dict(kernel=0), ValueError, r"`kernel` \(=0\) must be positive"),
+    (dict(kernel=2.0), TypeError, r"`kernel` must be an int, got 2.0"),
+    (dict(kernel="2"), TypeError, "`kernel` must be an int or a sequence"),
+    (dict(kernel=2, strides=0), ValueError, r"`strides` \(=0\) must be positive"),
+    (dict(kernel=2, pads_begin=-1), ValueError, r"`pads_begin` \(=-1\) must be at least 0"),
+    (dict(kernel=2, pads_end=(1,)), ValueError, "`pads_end`"),
+    (dict(kernel=2, dilations=(1, 0)), ValueError, "`dilations`"),
+    (dict(kernel=2, rounding_type="CEIL"), ValueError, r"`rounding_type` \(='CEIL'\)"),
+    (dict(kernel=2, auto_pad="same"), ValueError, r"`auto_pad` \(='same'\)"),
+    (dict(kernel=2, data_format="NCHW"), ValueError, r"`data_format` \(='NCHW'\)"),
+    (dict(kernel=2, return_indices=True, axis=4), ValueError, r"`axis` \(=4\)"),
+    (dict(kernel=2, return_indices=True, index_element_type="int8"), ValueError,
+     "`index_element_type`"),
+    (dict(kernel=7), ValueError, "`kernel`.*more than the padded input"),
+    (dict(x=np.zeros((1, 2, 6), bool), kernel=2), TypeError, "`x` must have a floating"),
+    (dict(x=np.zeros((1, 2, 6), np.complex64), kernel=2), TypeError, "`x` must have a floating"),
+    (dict(x=np.zeros((1, 2, 0), np.float32), kernel=1), ValueError, "non-empty spatial"),
+    (dict(kernel=2, return_indices="yes"), TypeError, "`return_indices`"),
+]
+
+
+@pytest.mark.parametrize("kwargs,error,match", BAD)
+def test_bad_input_raises_a_clear_error(kwargs, error, match):
+    kwargs = dict(kwargs)
+    x = kwargs.pop("x", X2)
+    with pytest.raises(error, match=match):
+        jaxpool.max_pool(x, **kwargs)
+
+
+def test_traced_kernel_is_refused():
+    with pytest.raises(TypeError, match="`kernel` must be static"):
+        jax.jit(lambda x, k: jaxpool.max_pool(x, k))(X2, jnp.asarray([2, 2]))
+
+
+def test_attribute_forms_are_equivalent():
+    x = np.random.default_rng(0).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    a = jaxpool.max_pool(x, 2)
+    for kernel in [(2, 2), [2, 2], np.asarray([2, 2]), np.int64(2)]:
+        np.testing.assert_array_equal(np.asarray(jaxpool.max_pool(x, kernel)), np.asarray(a))
+
+
+def test_all_modes_exercised_by_the_grid():
+    configs = _grid(seed=20261122, count=360)
+    seen = {(c[6]["rounding_type"], c[6]["auto_pad"]) for c in configs}
+    assert seen == set(itertools.product(["floor", "ceil", "ceil_torch"],
+                                         ["explicit", "valid", "same_upper", "same_lower"]))
+    assert {c[1] for c in configs} == set(DTYPES)
+    assert {len(c[0]) for c in configs} == {3, 4, 5}
+    assert {c[2] for c in configs} == {"NCX", "NXC"}
