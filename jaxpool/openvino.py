@@ -159,8 +159,10 @@ def layer(xml_or_type: str | ElementTree.Element, attrs: Mapping[str, str] | Non
       >>> y, i = pool(jnp.arange(16.0).reshape(1, 1, 4, 4))
       >>> y[0, 0].tolist(), i[0, 0].tolist()
       ([[5.0, 7.0], [13.0, 15.0]], [[5, 7], [13, 15]])
-      >>> openvino.layer("AvgPool-1", {"kernel": "2,2", "strides": "1,1", "exclude-pad": "false"})
-      <AvgPool-1: jaxpool.avg_pool(kernel=(2, 2), strides=(1, 1), pads_begin=None, pads_end=None, exclude_pad=False, rounding_type='floor', auto_pad='explicit')>
+      >>> avg = openvino.layer("AvgPool-1", {"kernel": "2,2", "strides": "1,1",
+      ...                                    "exclude-pad": "false"})
+      >>> avg.function, avg.kwargs["exclude_pad"], avg(jnp.ones((1, 1, 3, 3))).shape
+      ('avg_pool', False, (1, 1, 2, 2))
     """
     if isinstance(xml_or_type, ElementTree.Element) or (
         isinstance(xml_or_type, (str, bytes)) and xml_or_type.lstrip()[:1] in ("<", b"<")

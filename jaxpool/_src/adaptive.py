@@ -1,14 +1,17 @@
 """AdaptiveMaxPool-8 and AdaptiveAvgPool-8: pooling to a fixed output size.
 
-Bin ``i`` of ``O`` over an axis of length ``L`` covers ``[floor(i * L / O), ceil((i + 1) * L / O))``.
-Bins are boxes, so both ops reduce one spatial axis at a time, innermost first, with static bin
-tables.  Along an axis whose widest bin has ``M`` elements, tap ``m`` is the view holding element
+Bin ``i`` of ``O`` over an axis of length ``L`` covers
+``[floor(i * L / O), ceil((i + 1) * L / O))``.  Bins are boxes, so both ops reduce one spatial
+axis at a time, innermost first, with static bin tables, and never emit one op per bin.
+
+Along an axis whose widest bin has ``M`` elements, tap ``m`` is the view holding element
 ``start + m`` of every bin (a strided slice when the bins tile the axis, else a gather of ``O``
 static positions), a shorter bin repeating its last element, which a maximum ignores and a sum
-masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) instead reduce a window
-axis: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
+masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) reduce a window axis
+instead: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
 windows for the maximum and a product with a static 0/1 bin matrix for the sum.  The average
-divides once by the static bin volumes.
+divides once by the static bin volumes.  The argmax always reduces ``(O, M)`` windows of
+``(value, position)`` pairs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from jaxpool._src import avg_pool as avg_lib
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
-
 
 # Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
 # strong reductions) reduce a window axis, which keeps the compiled program small.
@@ -167,10 +169,17 @@ def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return _max_values(x, window)
 
 
+def _max_positions_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """:func:`_max_positions`, with the maxima re-read at the positions: a gather, linear in
+    ``x``, so that higher derivatives never differentiate the pairwise reduction."""
+    _, position = _max_positions(lax.stop_gradient(x), window)
+    return indices_lib.gather_planes(x, position, window.data_format), position
+
+
 @_pool.defjvp
 def _pool_jvp(window, primals, tangents):
     (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions(x, window)
+    y, position = _max_positions_linear(x, window)
     return y, _tangent(x_dot, position, window)
 
 
@@ -182,7 +191,7 @@ def _pool_with_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Arra
 @_pool_with_positions.defjvp
 def _pool_with_positions_jvp(window, primals, tangents):
     (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions(x, window)
+    y, position = _max_positions_linear(x, window)
     position_dot = np.zeros(position.shape, jax.dtypes.float0)
     return (y, position), (_tangent(x_dot, position, window), position_dot)
 
@@ -299,8 +308,9 @@ def adaptive_avg_pool(
 
     Floating inputs of 16 bits sum in float32 (float32 sums at ``Precision.HIGHEST``); integer
     inputs sum exactly and round the quotient half to even, as the OpenVINO CPU runtime does
-    for int32 (the specification lists floating types only; the CPU runtime sums int8/uint8
-    in their own type, saturating, which we do not follow).
+    (the specification lists floating types only).  To an output of size 1 on every axis the
+    CPU runtime instead truncates toward zero, and sums int8/uint8 in their own type,
+    saturating; we round there too.
 
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with

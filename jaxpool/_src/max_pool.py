@@ -35,13 +35,14 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
     return y
 
 
-def _max_positions(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
-    """Window maxima and the spatial position of each one's first occurrence.
+def _max_positions(x: jax.Array, window: Window) -> jax.Array:
+    """The spatial position of each window's maximum (its first occurrence).
 
     The taps are visited in row-major order and a later tap replaces the running maximum only
     when it is strictly larger, or a NaN over a non-NaN, so ties and NaN keep the first
     element.  Where the maximum is the padding value, every input element of the window
     equals it (or there is none), and the position is the window's first input element.
+    Only positions leave the chain: XLA then fuses it, padded views included, into one loop.
     """
     fill = lowest(x.dtype)
     floating = jnp.issubdtype(x.dtype, jnp.floating)
@@ -53,31 +54,54 @@ def _max_positions(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
         if y is None:
             y, delta = view, jnp.full(view.shape, d)
             continue
-        take = view > y
-        if floating:
-            take = take | (jnp.isnan(view) & ~jnp.isnan(y))
+        if floating:  # larger, or NaN over a non-NaN; a NaN maximum is kept
+            take = ~(view <= y) & (y == y)
+        else:
+            take = view > y
         y = lax.select(take, view, y)
         delta = lax.select(take, jnp.broadcast_to(d, view.shape), delta)
-    if y is None:  # every window lies in the padding
-        y, delta = jnp.full(window.out_shape, fill, x.dtype), np.asarray(0, pos_dtype)
-    position = taps_lib.window_origins(window, pos_dtype) + delta
     first, _ = taps_lib.first_inside(window)
-    position = jnp.where(y == fill, first.astype(pos_dtype), position)
-    return y, position
+    if y is None:  # every window lies in the padding
+        return jnp.broadcast_to(first.astype(pos_dtype), window.out_shape)
+    position = taps_lib.window_origins(window, pos_dtype) + delta
+    return jnp.where(y == fill, first.astype(pos_dtype), position)
+
+
+def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+    """The input at ``position``; the padding value for windows with no input element."""
+    y = indices_lib.gather_planes(x, position, window.data_format)
+    _, inside = taps_lib.first_inside(window)
+    if not inside.all():
+        y = jnp.where(inside, y, jnp.asarray(lowest(x.dtype), x.dtype))
+    return y
 
 
 def _tangent(x_dot: jax.Array, position: jax.Array, window: Window) -> jax.Array:
-    """The tangent of the maxima: ``x_dot`` at the argmax; zero for windows with no input."""
-    y_dot = indices_lib.gather_planes(x_dot, position, window.data_format)
-    _, inside = taps_lib.first_inside(window)
-    if not inside.all():
-        y_dot = jnp.where(inside, y_dot, jnp.zeros((), y_dot.dtype))
+    """The tangent of the maxima: ``x_dot`` at each window's argmax.
+
+    Written as a sum over taps of the tap's view of ``x_dot``, kept where that tap holds the
+    argmax: linear in ``x_dot``, so its transpose (the gradient) is a sum of strided pads of
+    the masked cotangent, which XLA fuses into one loop without a scatter.  Windows with no
+    input element read only padding and get zero.
+    """
+    pos_dtype = position.dtype
+    offset = position - taps_lib.window_origins(window, pos_dtype)
+    zero = np.asarray(0, x_dot.dtype)
+    y_dot = None
+    for tap in taps_lib.taps(window):
+        view = taps_lib.tap_view(x_dot, window, tap, zero)
+        d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
+        term = jnp.where(offset == d, view, zero)
+        y_dot = term if y_dot is None else y_dot + term
+    if y_dot is None:
+        return jnp.zeros(position.shape, x_dot.dtype)
     return y_dot
 
 
 def _zero_tangent(x_dot: jax.Array, shape) -> jax.Array:
-    return jnp.zeros(shape, x_dot.dtype) if x_dot.dtype != jax.dtypes.float0 else np.zeros(
-        shape, jax.dtypes.float0)
+    if x_dot.dtype == jax.dtypes.float0:
+        return np.zeros(shape, jax.dtypes.float0)
+    return jnp.zeros(shape, x_dot.dtype)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -85,35 +109,33 @@ def _pool(x: jax.Array, window: Window) -> jax.Array:
     return _max_values(x, window)
 
 
-@_pool.defjvp
-def _pool_jvp(window, primals, tangents):
-    (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions(x, window)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+    """The maxima given their positions; differentiable in ``x`` through the positions."""
+    return _values_at(x, position, window)
+
+
+@_take.defjvp
+def _take_jvp(window, primals, tangents):
+    (x, position), (x_dot, _) = primals, tangents
+    y = _values_at(x, position, window)
     if x_dot.dtype == jax.dtypes.float0:
         return y, _zero_tangent(x_dot, y.shape)
     return y, _tangent(x_dot, position, window)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _pool_with_positions(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
-    return _max_positions(x, window)
-
-
-@_pool_with_positions.defjvp
-def _pool_with_positions_jvp(window, primals, tangents):
+@_pool.defjvp
+def _pool_jvp(window, primals, tangents):
     (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions(x, window)
-    position_dot = np.zeros(position.shape, jax.dtypes.float0)
-    if x_dot.dtype == jax.dtypes.float0:
-        return (y, position), (_zero_tangent(x_dot, y.shape), position_dot)
-    return (y, position), (_tangent(x_dot, position, window), position_dot)
+    return _take_jvp(window, (x, _max_positions(x, window)), (x_dot, None))
 
 
 @functools.partial(jax.jit, static_argnames=("window", "axis", "index_dtype"))
 def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None):
     if axis is None:
         return _pool(x, window)
-    y, position = _pool_with_positions(x, window)
+    position = _max_positions(lax.stop_gradient(x), window)
+    y = _take(x, position, window)
     return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, axis,
                                         index_dtype)
 

@@ -129,11 +129,12 @@ def max_unpool(
     if indices.shape != y.shape:
         raise ValueError(
             f"`indices` of shape {indices.shape} must have the shape of `y` ({y.shape}).")
+    given = axis
     axis = indices_lib.normalize_axis(axis, y.ndim)
     if axis > 2:
         raise ValueError(
-            f"`axis` (={axis}) must be 0, 1 or 2: indices taken over fewer than all spatial "
-            "axes have lost the coordinates of the others."
+            f"`axis` (={given}) must be 0, 1 or 2 (or {-y.ndim} to {2 - y.ndim}): indices "
+            "taken over fewer than all spatial axes have lost the coordinates of the others."
         )
     shape = _output_shape(output_shape, tuple(y.shape), data_format)
     dtype = _full_dtype(window_lib.to_ncx_shape(shape, data_format), np.dtype(indices.dtype))

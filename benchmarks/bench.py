@@ -1,0 +1,810 @@
+"""Benchmark of jaxpool against its peers (GitHub issue 4).
+
+Every contender of one workload runs in the same process, interleaved round by round
+(A B C, B C A, C A B, ...) after a warm-up, so that a slow moment of a shared machine hits all
+of them alike.  Each round gives one time per contender; the reported time is the median over
+rounds and the reported ratio is the median over rounds of the per-round ratio
+``jaxpool / peer`` (a paired ratio).  JAX contenders are compiled ahead of time with
+``jax.jit(f).lower(...).compile()`` (timed separately) and every JAX call is wrapped in
+``jax.block_until_ready``.
+
+Peers:
+
+* ``reduce_window``: ``lax.reduce_window`` max (or sum, times ``1 / kernel size``) in the same
+  layout, which is what ``flax.linen.max_pool``/``avg_pool`` call; values only.
+* ``grad(reduce_window)``: ``jax.grad`` of the same, for forward+backward.
+* ``torch-NCHW`` / ``torch-CL``: PyTorch on the CPU with two threads, on a contiguous tensor or a
+  channels-last one (a permuted ``N, L, C`` view for 1-D); indices are requested where the op
+  has them; backward is ``y.backward(ct)``.
+* ``openvino``: the OpenVINO CPU runtime, f32, two threads, NCX only, forward only.
+
+Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+
+import jaxpool  # noqa: E402
+
+THREADS = 2
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.json")
+
+# --------------------------------------------------------------------------------------------
+# Workloads.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One pooling problem; ``shape`` is the NCX shape, run in both layouts."""
+
+    name: str
+    op: str  # max_pool | avg_pool | adaptive_max_pool | adaptive_avg_pool | max_unpool
+    shape: tuple[int, ...]
+    kernel: int = 1
+    strides: int = 1
+    pad: int = 0
+    output_size: int = 1
+
+    @property
+    def nd(self) -> int:
+        return len(self.shape) - 2
+
+    @property
+    def padded(self) -> bool:
+        return self.pad > 0
+
+    def describe(self) -> str:
+        dims = "x".join(map(str, self.shape))
+        if self.op.startswith("adaptive"):
+            return f"{dims} -> {self.output_size}^{self.nd}"
+        return f"{dims} k{self.kernel} s{self.strides} p{self.pad}"
+
+    def scaled(self, batch_divisor: int) -> Workload:
+        n = max(1, self.shape[0] // batch_divisor)
+        return dataclasses.replace(self, shape=(n, *self.shape[1:]))
+
+
+WORKLOADS = [
+    Workload("stem", "max_pool", (32, 64, 112, 112), kernel=3, strides=2, pad=1),
+    Workload("vgg", "max_pool", (32, 128, 56, 56), kernel=2, strides=2),
+    Workload("3d", "max_pool", (4, 32, 32, 64, 64), kernel=2, strides=2),
+    Workload("1d", "max_pool", (64, 128, 4096), kernel=4, strides=4),
+    Workload("avg_stem", "avg_pool", (32, 64, 112, 112), kernel=3, strides=2, pad=1),
+    Workload("avg_vgg", "avg_pool", (32, 128, 56, 56), kernel=2, strides=2),
+    Workload("adaptive_max", "adaptive_max_pool", (16, 256, 50, 50), output_size=16),
+    Workload("adaptive_avg", "adaptive_avg_pool", (16, 256, 50, 50), output_size=16),
+    Workload("global_max", "adaptive_max_pool", (32, 512, 7, 7), output_size=1),
+    Workload("global_avg", "adaptive_avg_pool", (32, 512, 7, 7), output_size=1),
+    Workload("unpool_vgg", "max_unpool", (32, 128, 56, 56), kernel=2, strides=2),
+]
+
+# ``--quick`` runs these (at batch / 16) unless ``--only`` names others.
+QUICK = ("stem", "vgg", "avg_vgg", "adaptive_max", "adaptive_avg")
+
+LAYOUTS = ("NCX", "NXC")
+MODES = ("fwd", "fwd+bwd")
+
+# --------------------------------------------------------------------------------------------
+# Timing.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Contender:
+    """One timed callable.  ``io_bytes``: bytes of its arguments plus its results."""
+
+    name: str
+    call: Callable[[], Any]
+    io_bytes: int
+    compile_s: float | None = None
+    temp_bytes: int | None = None
+    times: list[float] = dataclasses.field(default_factory=list)
+
+
+SLOW_ROUNDS = 3
+
+
+def interleaved(
+    contenders: list[Contender],
+    rounds: int,
+    warmup: int,
+    min_call_s: float = 2e-3,
+    max_call_s: float = math.inf,
+) -> None:
+    """Times every contender once per round, rotating the order each round.
+
+    Calls faster than ``min_call_s`` are repeated within a round (the same count for every
+    contender of the group) and the time per call is recorded.  A contender whose warm-up
+    call took longer than ``max_call_s`` takes part in the first ``SLOW_ROUNDS`` rounds only
+    (its paired ratios use those rounds).
+    """
+    fastest = math.inf
+    slow = set()
+    for _ in range(max(1, warmup)):
+        for c in contenders:
+            t0 = time.perf_counter()
+            c.call()
+            elapsed = time.perf_counter() - t0
+            fastest = min(fastest, elapsed)
+            if elapsed > max_call_s:
+                slow.add(c.name)
+    inner = max(1, math.ceil(min_call_s / max(fastest, 1e-7)))
+    for c in contenders:
+        c.times = []
+    for r in range(rounds):
+        k = r % len(contenders)
+        for c in contenders[k:] + contenders[:k]:
+            if c.name in slow and r >= SLOW_ROUNDS:
+                continue
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                c.call()
+            c.times.append((time.perf_counter() - t0) / inner)
+
+
+def paired_ratio(a: Contender, b: Contender) -> float:
+    """Median over rounds of ``time(a) / time(b)`` (over the rounds both took part in)."""
+    return statistics.median(x / y for x, y in zip(a.times, b.times, strict=False))
+
+
+def quartiles(times: list[float]) -> tuple[float, float, float]:
+    q = np.quantile(np.asarray(times), [0.25, 0.5, 0.75])
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def nbytes(*trees: Any) -> int:
+    total = 0
+    for leaf in jax.tree_util.tree_leaves(trees):
+        if hasattr(leaf, "element_size"):  # a torch tensor
+            total += leaf.element_size() * leaf.numel()
+        else:
+            total += int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
+    """Compiles ``fn`` ahead of time (timed) and returns a blocking call of the executable."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    memory = compiled.memory_analysis()
+    temp = None if memory is None else int(memory.temp_size_in_bytes)
+    out = jax.block_until_ready(compiled(*args))
+    return Contender(
+        name,
+        lambda: jax.block_until_ready(compiled(*args)),
+        nbytes(args, out),
+        compile_s=compile_s,
+        temp_bytes=temp,
+    )
+
+
+def copy_bandwidth(quick: bool) -> dict[str, float]:
+    """Bytes (read + written) per second of three copies of a large float32 array.
+
+    ``xla x+1 in place``: a jitted ``x + 1`` with the input donated, so the output reuses its
+    buffer; this is the memory floor's bandwidth.  ``xla x+1``: the same into a fresh output
+    buffer, as every XLA op without donation writes (the new pages are faulted in on every
+    call).  ``np.copyto``: NumPy into a preallocated array.
+    """
+    n = (1 << 24) if quick else (1 << 26)
+    x = jnp.zeros((n,), jnp.float32)
+    state = [jnp.zeros((n,), jnp.float32)]
+    increment = jax.jit(lambda x: x + 1, donate_argnums=0).lower(state[0]).compile()
+
+    def in_place():
+        state[0] = jax.block_until_ready(increment(state[0]))
+
+    a = np.zeros((n,), np.float32)
+    b = np.empty_like(a)
+    contenders = [
+        Contender("xla x+1 in place", in_place, 2 * a.nbytes),
+        jax_contender("xla x+1", lambda x: x + 1, x),
+        Contender("np.copyto", lambda: np.copyto(b, a), 2 * a.nbytes),
+    ]
+    interleaved(contenders, rounds=3 if quick else 15, warmup=1)
+    return {c.name: c.io_bytes / statistics.median(c.times) for c in contenders}
+
+
+# --------------------------------------------------------------------------------------------
+# Contenders per op.
+# --------------------------------------------------------------------------------------------
+
+
+def to_layout(x: np.ndarray, layout: str) -> np.ndarray:
+    return x if layout == "NCX" else np.ascontiguousarray(np.moveaxis(x, 1, -1))
+
+
+def window_tuples(wl: Workload, layout: str):
+    """``lax.reduce_window`` window, strides and padding for ``wl`` in ``layout``."""
+    k, s, p = (wl.kernel,) * wl.nd, (wl.strides,) * wl.nd, ((wl.pad, wl.pad),) * wl.nd
+    if layout == "NCX":
+        return (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), *p)
+    return (1, *k, 1), (1, *s, 1), ((0, 0), *p, (0, 0))
+
+
+def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable | None:
+    """The jaxpool forward for ``wl`` (``None`` if the function is not there yet)."""
+    fn = getattr(jaxpool, wl.op, None)
+    if fn is None:
+        return None
+    if wl.op in ("max_pool", "avg_pool"):
+        kw: dict[str, Any] = dict(data_format=layout)
+        if indices:
+            kw["return_indices"] = True
+        return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, **kw)
+    if wl.op == "adaptive_max_pool":
+        return lambda x: fn(x, wl.output_size, data_format=layout, return_indices=indices)
+    if wl.op == "adaptive_avg_pool":
+        return lambda x: fn(x, wl.output_size, data_format=layout)
+    raise ValueError(wl.op)
+
+
+def reduce_window_fn(wl: Workload, layout: str) -> Callable | None:
+    if wl.op not in ("max_pool", "avg_pool"):
+        return None
+    window, strides, padding = window_tuples(wl, layout)
+    if wl.op == "max_pool":
+        return lambda x: lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding)
+    scale = 1.0 / math.prod(window)
+    return lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, padding) * scale
+
+
+def xla_reduce_fn(wl: Workload, layout: str) -> Callable | None:
+    """Global pooling as a plain XLA reduction (only for an adaptive output of 1)."""
+    if not wl.op.startswith("adaptive") or wl.output_size != 1:
+        return None
+    axes = tuple(range(2, 2 + wl.nd)) if layout == "NCX" else tuple(range(1, 1 + wl.nd))
+    reduce = jnp.max if wl.op == "adaptive_max_pool" else jnp.mean
+    return lambda x: reduce(x, axis=axes, keepdims=True)
+
+
+def grad_of(fn: Callable) -> Callable:
+    """``x, ct -> d sum(fn(x) * ct) / dx``."""
+    return jax.grad(lambda x, ct: jnp.sum(fn(x) * ct))
+
+
+class Torch:
+    """PyTorch CPU contenders, imported lazily."""
+
+    def __init__(self):
+        import torch
+        import torch.nn.functional as F
+
+        torch.set_num_threads(THREADS)
+        self.torch, self.F = torch, F
+
+    def tensor(self, x_ncx: np.ndarray, layout: str):
+        """The NCX data as a torch tensor: contiguous, or channels-last in memory."""
+        t = self.torch.from_numpy(np.array(x_ncx))
+        if layout == "NCX":
+            return t
+        if t.ndim == 4:
+            return t.contiguous(memory_format=self.torch.channels_last)
+        if t.ndim == 5:
+            return t.contiguous(memory_format=self.torch.channels_last_3d)
+        return t.permute(0, 2, 1).contiguous().permute(0, 2, 1)  # 1-D: a permuted N, L, C
+
+    def forward(self, wl: Workload, indices: bool) -> Callable:
+        F, nd = self.F, wl.nd
+        if wl.op == "max_pool":
+            pool = getattr(F, f"max_pool{nd}d")
+            return lambda x: pool(x, wl.kernel, wl.strides, wl.pad, return_indices=indices)
+        if wl.op == "avg_pool":
+            pool = getattr(F, f"avg_pool{nd}d")
+            return lambda x: pool(x, wl.kernel, wl.strides, wl.pad, count_include_pad=True)
+        if wl.op == "adaptive_max_pool":
+            pool = getattr(F, f"adaptive_max_pool{nd}d")
+            return lambda x: pool(x, wl.output_size, return_indices=indices)
+        if wl.op == "adaptive_avg_pool":
+            return lambda x: getattr(F, f"adaptive_avg_pool{nd}d")(x, wl.output_size)
+        raise ValueError(wl.op)
+
+    def contender(
+        self, name: str, wl: Workload, layout: str, x_ncx: np.ndarray, mode: str, indices: bool
+    ) -> Contender:
+        x = self.tensor(x_ncx, layout)
+        fwd = self.forward(wl, indices and mode == "fwd")
+        with self.torch.no_grad():
+            y = fwd(x)
+        if mode == "fwd":
+            out = y if isinstance(y, tuple) else (y,)
+            return Contender(name, lambda: fwd(x), nbytes([x, *out]))
+        xg = x.detach().clone().requires_grad_(True)
+        ct = self.torch.randn_like(y)
+
+        def call():
+            xg.grad = None
+            fwd(xg).backward(ct)
+
+        return Contender(name, call, nbytes([x, ct, x]))
+
+    def unpool(
+        self, name: str, wl: Workload, layout: str, x_ncx: np.ndarray, mode: str
+    ) -> Contender:
+        F, nd = self.F, wl.nd
+        x = self.tensor(x_ncx, layout)
+        y, idx = getattr(F, f"max_pool{nd}d")(x, wl.kernel, wl.strides, return_indices=True)
+        unpool = getattr(F, f"max_unpool{nd}d")
+        size = list(x.shape)
+        if mode == "fwd":
+            return Contender(
+                name,
+                lambda: unpool(y, idx, wl.kernel, wl.strides, output_size=size),
+                nbytes([y, idx, x]),
+            )
+        yg = y.detach().clone().requires_grad_(True)
+        ct = self.torch.randn_like(x)
+
+        def call():
+            yg.grad = None
+            unpool(yg, idx, wl.kernel, wl.strides, output_size=size).backward(ct)
+
+        return Contender(name, call, nbytes([y, idx, ct, y]))
+
+
+class OpenVINO:
+    """OpenVINO CPU runtime contenders (NCX, forward only), imported lazily."""
+
+    def __init__(self):
+        import openvino as ov
+
+        self.ov = ov
+        self.core = ov.Core()
+
+    def contender(self, wl: Workload, x: np.ndarray, values_only: bool = False) -> Contender | None:
+        """The op's newest version; ``values_only`` gives MaxPool-1 for ``max_pool``.
+
+        The CPU plugin runs MaxPool-8/-14 (with indices) as a reference node and MaxPool-1
+        as its optimised pooling kernel, hence both.
+        """
+        ov = self.ov
+        import openvino.opset1 as o1
+        import openvino.opset8 as o8
+        import openvino.opset14 as o14
+
+        param = o8.parameter(list(x.shape), ov.Type.f32)
+        nd = wl.nd
+        k, s, p = [wl.kernel] * nd, [wl.strides] * nd, [wl.pad] * nd
+        name = "openvino-values" if values_only else "openvino"
+        if values_only and wl.op != "max_pool":
+            return None
+        if values_only:
+            node = o1.max_pool(param, s, p, p, k, "floor", "explicit")
+        elif wl.op == "max_pool":
+            node = o14.max_pool(param, s, [1] * nd, p, p, k, "floor", "explicit", "i32", 0)
+        elif wl.op == "avg_pool":
+            node = o14.avg_pool(param, s, p, p, k, False, "floor", "explicit")
+        elif wl.op == "adaptive_max_pool":
+            size = o8.constant(np.full(nd, wl.output_size, np.int64))
+            node = o8.adaptive_max_pool(param, size, "i32")
+        elif wl.op == "adaptive_avg_pool":
+            size = o8.constant(np.full(nd, wl.output_size, np.int64))
+            node = o8.adaptive_avg_pool(param, size)
+        else:
+            return None
+        model = ov.Model(node.outputs(), [param])
+        compiled = self.core.compile_model(
+            model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
+        )
+        request = compiled.create_infer_request()
+        inputs = {0: x}
+        results = request.infer(inputs, share_inputs=True, share_outputs=True)
+        io = x.nbytes + sum(np.asarray(r).nbytes for r in results.values())
+        return Contender(
+            name, lambda: request.infer(inputs, share_inputs=True, share_outputs=True), io
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Targets of issue 4.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Target:
+    label: str
+    value: float | None
+    limit: float
+    unit: str = "x"
+
+    @property
+    def verdict(self) -> str:
+        if self.value is None:
+            return "n/a"
+        return "PASS" if self.value <= self.limit else "MISS"
+
+
+def ratio_targets(wl: Workload, layout: str, mode: str) -> list[tuple[str, str, float]]:
+    """``(jaxpool contender, peer, limit)`` for the ratio targets of one group."""
+    torch = "torch-NCHW" if layout == "NCX" else "torch-CL"
+    out: list[tuple[str, str, float]] = []
+    if wl.op == "max_pool" and mode == "fwd":
+        if layout == "NCX":
+            out += [
+                ("jaxpool+idx", "reduce_window", 1.5 if wl.padded else 1.0),
+                ("jaxpool+idx", torch, 0.3),
+            ]
+        else:
+            out += [("jaxpool+idx", "reduce_window", 1.5), ("jaxpool+idx", torch, 1.5)]
+        out.append(("jaxpool", "reduce_window", 0.7))
+    elif wl.op == "max_pool":
+        out += [
+            ("jaxpool", "grad(reduce_window)", 0.35),
+            ("jaxpool", torch, 0.35 if layout == "NCX" else 1.3),
+        ]
+    elif wl.op == "avg_pool" and mode == "fwd":
+        out.append(("jaxpool", "reduce_window", 0.6))
+    elif wl.op == "adaptive_avg_pool" and mode == "fwd" and wl.output_size == 16:
+        out.append(("jaxpool", torch, 0.7 if layout == "NCX" else 1.0))
+    elif wl.op == "adaptive_max_pool" and mode == "fwd" and wl.output_size == 16:
+        out.append(("jaxpool+idx", torch, 1.0 if layout == "NCX" else 1.5))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# One group: a workload in one layout and mode.
+# --------------------------------------------------------------------------------------------
+
+
+def build_group(
+    wl: Workload, layout: str, mode: str, torch: Torch | None, openvino: OpenVINO | None
+) -> tuple[list[Contender], dict[str, int]]:
+    """The contenders of one group and the byte sizes that the memory targets refer to."""
+    rng = np.random.default_rng(0)
+    x_ncx = rng.standard_normal(wl.shape, dtype=np.float32)
+    x_np = to_layout(x_ncx, layout)
+    x = jnp.asarray(x_np)
+    torch_name = "torch-NCHW" if layout == "NCX" else "torch-CL"
+    cs: list[Contender] = []
+    sizes: dict[str, int] = {"input": x_np.nbytes}
+
+    if wl.op == "max_unpool":
+        if getattr(jaxpool, "max_unpool", None) is None:
+            raise LookupError("max_unpool")
+        y, idx = jaxpool.max_pool(
+            x, wl.kernel, wl.strides, return_indices=True, axis=2, data_format=layout
+        )
+        sizes["output"] = x_np.nbytes
+        sizes["indices"] = nbytes(idx)
+
+        def unpool(y, idx):  # the indices are an argument, not a baked-in constant
+            return jaxpool.max_unpool(y, idx, x.shape, axis=2, data_format=layout)
+
+        if mode == "fwd":
+            cs.append(jax_contender("jaxpool", unpool, y, idx))
+        else:
+            ct = jnp.asarray(rng.standard_normal(x.shape, dtype=np.float32))
+            grad = jax.grad(lambda y, idx, ct: jnp.sum(unpool(y, idx) * ct))
+            cs.append(jax_contender("jaxpool", grad, y, idx, ct))
+        if torch is not None:
+            cs.append(torch.unpool(torch_name, wl, layout, x_ncx, mode))
+        return cs, sizes
+
+    fwd = jaxpool_fn(wl, layout, indices=False)
+    if fwd is None:
+        raise LookupError(wl.op)
+    has_indices = wl.op in ("max_pool", "adaptive_max_pool")
+    y = jax.eval_shape(fwd, x)
+    sizes["output"] = nbytes(y)
+    if has_indices:
+        idx = jax.eval_shape(jaxpool_fn(wl, layout, indices=True), x)[1]
+        sizes["indices"] = nbytes(idx)
+        sizes["output"] += sizes["indices"]
+    peer = reduce_window_fn(wl, layout) or xla_reduce_fn(wl, layout)
+    peer_name = "reduce_window" if reduce_window_fn(wl, layout) else "xla-reduce"
+
+    if mode == "fwd":
+        cs.append(jax_contender("jaxpool", fwd, x))
+        if has_indices:
+            cs.append(jax_contender("jaxpool+idx", jaxpool_fn(wl, layout, indices=True), x))
+        if peer is not None:
+            cs.append(jax_contender(peer_name, peer, x))
+        if torch is not None:
+            cs.append(torch.contender(torch_name, wl, layout, x_ncx, mode, indices=True))
+        if openvino is not None and layout == "NCX":
+            for values_only in (False, True):
+                c = openvino.contender(wl, x_np, values_only)
+                if c is not None:
+                    cs.append(c)
+    else:
+        ct = jnp.asarray(rng.standard_normal(y.shape, dtype=np.float32))
+        cs.append(jax_contender("jaxpool", grad_of(fwd), x, ct))
+        if peer is not None:
+            cs.append(jax_contender(f"grad({peer_name})", grad_of(peer), x, ct))
+        if torch is not None:
+            cs.append(torch.contender(torch_name, wl, layout, x_ncx, mode, indices=False))
+    return cs, sizes
+
+
+# Which jaxpool contender a peer's ratio column compares against.
+def matched_jaxpool(peer: str, names: list[str]) -> str | None:
+    if peer.startswith("jaxpool"):
+        return None
+    if "jaxpool+idx" in names and (peer.startswith("torch") or peer == "openvino"):
+        return "jaxpool+idx"
+    return "jaxpool" if "jaxpool" in names else None
+
+
+def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandwidth):
+    cs, sizes = build_group(wl, layout, mode, torch, openvino)
+    interleaved(cs, rounds=args.reps, warmup=args.warmup, max_call_s=args.max_call_s)
+    by_name = {c.name: c for c in cs}
+    names = list(by_name)
+    rows = []
+    for c in cs:
+        q25, med, q75 = quartiles(c.times)
+        ref = matched_jaxpool(c.name, names)
+        rows.append(
+            {
+                "contender": c.name,
+                "rounds": len(c.times),
+                "median_s": med,
+                "q25_s": q25,
+                "q75_s": q75,
+                "times_s": c.times,
+                "io_bytes": c.io_bytes,
+                "floor_s": c.io_bytes / bandwidth,
+                "x_floor": med / (c.io_bytes / bandwidth),
+                "compile_s": c.compile_s,
+                "temp_bytes": c.temp_bytes,
+                "vs": ref,
+                "ratio": paired_ratio(by_name[ref], c) if ref else None,
+            }
+        )
+    ratios = {
+        f"{a}/{b}": paired_ratio(by_name[a], by_name[b])
+        for a in names
+        if a.startswith("jaxpool")
+        for b in names
+        if not b.startswith("jaxpool")
+    }
+
+    targets = []
+    for a, b, limit in ratio_targets(wl, layout, mode):
+        value = paired_ratio(by_name[a], by_name[b]) if a in by_name and b in by_name else None
+        targets.append(Target(f"{a} / {b}", value, limit))
+    for c in cs:
+        if not c.name.startswith("jaxpool"):
+            continue
+        targets.append(Target(f"{c.name} compile", c.compile_s, 0.5 if mode == "fwd" else 1.0, "s"))
+        if c.temp_bytes is not None:
+            if mode == "fwd":
+                limit, what = sizes["output"], "output"
+            else:
+                limit = sizes["input"] + sizes.get("indices", 0)
+                what = "input+indices" if "indices" in sizes else "input"
+            targets.append(
+                Target(f"{c.name} XLA temp <= {what}", c.temp_bytes / 2**20, limit / 2**20, "MiB")
+            )
+    if (
+        wl.op == "max_pool"
+        and mode == "fwd"
+        and wl.name in ("vgg", "3d", "1d")
+        and "jaxpool+idx" in by_name
+    ):
+        r = next(r for r in rows if r["contender"] == "jaxpool+idx")
+        targets.append(Target("jaxpool+idx time / memory floor", r["x_floor"], 2.5))
+    return {
+        "workload": wl.name,
+        "op": wl.op,
+        "layout": layout,
+        "mode": mode,
+        "shape_ncx": list(wl.shape),
+        "describe": wl.describe(),
+        "sizes_bytes": sizes,
+        "rows": rows,
+        "ratios": ratios,
+        "targets": [dataclasses.asdict(t) | {"verdict": t.verdict} for t in targets],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Output.
+# --------------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def print_group(g: dict) -> None:
+    title = f"{g['workload']} [{g['describe']}] {g['layout']} {g['mode']}"
+    print(f"\n{title}")
+    print(
+        f"  {'contender':<22}{'median ms':>10}{'IQR ms':>15}{'x floor':>9}{'compile s':>10}"
+        f"{'temp MiB':>10}   {'ratio (jaxpool/peer)':<24}"
+    )
+    for r in g["rows"]:
+        iqr = f"{r['q25_s'] * 1e3:.2f}-{r['q75_s'] * 1e3:.2f}"
+        temp = None if r["temp_bytes"] is None else r["temp_bytes"] / 2**20
+        ratio = f"{r['ratio']:.3f} ({r['vs']})" if r["ratio"] is not None else ""
+        if r["rounds"] < max(row["rounds"] for row in g["rows"]):
+            ratio += f" [{r['rounds']} rounds]"
+        print(
+            f"  {r['contender']:<22}{r['median_s'] * 1e3:>10.3f}{iqr:>15}"
+            f"{r['x_floor']:>9.2f}{fmt(r['compile_s'], '.3f'):>10}{fmt(temp, '.2f'):>10}"
+            f"   {ratio}"
+        )
+    for t in g["targets"]:
+        value = fmt(t["value"], ".3f", "n/a")
+        print(
+            f"    target {t['label']:<44} {value:>9} <= {t['limit']:.3g} {t['unit']:<3} "
+            f"{t['verdict']}"
+        )
+
+
+def print_summary(groups: list[dict]) -> None:
+    print("\nTargets summary")
+    counts = {"PASS": 0, "MISS": 0, "n/a": 0}
+    for g in groups:
+        for t in g["targets"]:
+            counts[t["verdict"]] += 1
+            if t["verdict"] != "PASS":
+                value = fmt(t["value"], ".3f", "n/a")
+                print(
+                    f"  {t['verdict']:<5}{g['workload']:<13}{g['layout']:<4}{g['mode']:<8}"
+                    f"{t['label']:<44}{value:>9} <= {t['limit']:.3g} {t['unit']}"
+                )
+    print(f"  {counts['PASS']} PASS, {counts['MISS']} MISS, {counts['n/a']} n/a")
+
+
+def plot(groups: list[dict], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed; no plot written")
+        return
+    labels, values = [], []
+    for g in groups:
+        for r in g["rows"]:
+            if r["ratio"] is not None:
+                labels.append(
+                    f"{g['workload']} {g['layout']} {g['mode']}: {r['vs']} / {r['contender']}"
+                )
+                values.append(r["ratio"])
+    if not values:
+        return
+    fig, ax = plt.subplots(figsize=(10, 0.22 * len(values) + 1.5))
+    colors = ["tab:green" if v <= 1 else "tab:red" for v in values]
+    ax.barh(range(len(values)), values, color=colors)
+    ax.set_yticks(range(len(values)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("paired time ratio jaxpool / peer (median over rounds; < 1: jaxpool faster)")
+    ax.set_title("jaxpool vs peers, float32, CPU")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# Main.
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="batch / 16, 3 rounds, 1 warm-up round, the QUICK workloads "
+        "unless --only is given (about a minute)",
+    )
+    parser.add_argument(
+        "--only", metavar="PATTERN", help="regex over 'workload/layout/mode', e.g. 'vgg|stem/NCX'"
+    )
+    parser.add_argument("--reps", type=int, help="timed rounds per group (default 15; quick 3)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument(
+        "--max-call-s",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help=f"a contender slower than this per call runs {SLOW_ROUNDS} rounds",
+    )
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help="results file")
+    parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratios (PNG)")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    parser.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
+    args = parser.parse_args(argv)
+    if args.reps is None:
+        args.reps = 3 if args.quick else 15
+    if args.quick:
+        args.warmup = min(args.warmup, 1)
+
+    torch = None if args.no_torch else Torch()
+    openvino = None if args.no_openvino else OpenVINO()
+    bandwidths = copy_bandwidth(args.quick)
+    bandwidth = bandwidths["xla x+1 in place"]
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cores, "
+        f"{args.reps} rounds; copy bandwidth (GB/s): "
+        + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in bandwidths.items())
+        + "; floor = io bytes / 'xla x+1 in place'"
+    )
+
+    groups = []
+    skipped = set()
+    for wl in WORKLOADS:
+        if args.quick:
+            wl = wl.scaled(16)
+        for layout in LAYOUTS:
+            for mode in MODES:
+                key = f"{wl.name}/{layout}/{mode}"
+                if args.only and not re.search(args.only, key):
+                    continue
+                if args.quick and not args.only and wl.name not in QUICK:
+                    continue
+                try:
+                    g = run_group(wl, layout, mode, args, torch, openvino, bandwidth)
+                except LookupError as e:
+                    if str(e).strip("'") not in skipped:
+                        print(
+                            f"\nnote: jaxpool.{str(e).strip(chr(39))} is not available; "
+                            f"skipping its workloads"
+                        )
+                        skipped.add(str(e).strip("'"))
+                    continue
+                print_group(g)
+                groups.append(g)
+    print_summary(groups)
+
+    result = {
+        "meta": {
+            "jax": jax.__version__,
+            "jaxpool": getattr(jaxpool, "__version__", None),
+            "torch": None if torch is None else torch.torch.__version__,
+            "openvino": None if openvino is None else openvino.ov.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "threads": THREADS,
+            "copy_bandwidth_Bps": bandwidths,
+            "floor_bandwidth": "xla x+1 in place",
+            "rounds": args.reps,
+            "warmup": args.warmup,
+            "quick": args.quick,
+            "only": args.only,
+            "skipped": sorted(skipped),
+        },
+        "groups": groups,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {args.json}")
+    if args.plot:
+        plot(groups, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""A small NumPy reference of every jaxpool op, written for clarity rather than speed.
+
+Inputs and outputs are NumPy arrays in NCX layout.  Each op loops over the output positions of
+one spatial grid and handles all ``(n, c)`` planes at once; within a window the elements are
+listed in row-major kernel order, so "first" always means first in that order.  Values are
+computed in float64 (integers in int64) and cast back to the input dtype at the end.
+
+Attributes are checked only as far as the shape rules need: :class:`Invalid` is raised for a
+configuration whose dilated kernel exceeds the padded input.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+class Invalid(ValueError):
+    """The attributes describe no valid pooling."""
+
+
+def _per_axis(value, nd, default):
+    if value is None:
+        return (default,) * nd
+    if np.ndim(value) == 0:
+        return (int(value),) * nd
+    return tuple(int(v) for v in value)
+
+
+def sliding_geometry(in_spatial, kernel, strides=None, pads_begin=None, pads_end=None,
+                     dilations=None, rounding_type="floor", auto_pad="explicit"):
+    """``(kernel, strides, dilations, pads_begin, pads_end, out_spatial)`` after every rule."""
+    nd = len(in_spatial)
+    kernel = _per_axis(kernel, nd, None)
+    strides = kernel if strides is None else _per_axis(strides, nd, None)
+    dilations = _per_axis(dilations, nd, 1)
+    pads_begin = _per_axis(pads_begin, nd, 0)
+    pads_end = _per_axis(pads_end, nd, 0)
+    dk = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=False)]
+    if auto_pad == "valid":
+        pads_begin = pads_end = (0,) * nd
+    elif auto_pad in ("same_upper", "same_lower"):
+        pb, pe = [], []
+        for length, k, s in zip(in_spatial, dk, strides, strict=False):
+            out = math.ceil(length / s)
+            total = max(0, (out - 1) * s + k - length)
+            small, big = total // 2, total - total // 2
+            pb.append(small if auto_pad == "same_upper" else big)
+            pe.append(big if auto_pad == "same_upper" else small)
+        pads_begin, pads_end = tuple(pb), tuple(pe)
+    out_spatial = []
+    for length, k, s, pb, pe in zip(in_spatial, dk, strides, pads_begin, pads_end, strict=False):
+        span = length + pb + pe - k
+        if span < 0:
+            raise Invalid(f"dilated kernel {k} exceeds the padded input {length + pb + pe}")
+        if rounding_type == "floor":
+            out = span // s + 1
+        else:
+            out = math.ceil(span / s) + 1
+            if rounding_type == "ceil_torch" and (out - 1) * s >= length + pb:
+                out -= 1
+        out_spatial.append(out)
+    return kernel, strides, dilations, pads_begin, pads_end, tuple(out_spatial)
+
+
+def _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial):
+    """Spatial coordinates of the input elements of window ``o``, in row-major kernel order."""
+    positions = []
+    for k in itertools.product(*(range(n) for n in kernel)):
+        p = tuple(oi * s + ki * d - pb
+                  for oi, ki, s, d, pb in zip(o, k, strides, dilations, pads_begin, strict=False))
+        if all(0 <= pi < length for pi, length in zip(p, in_spatial, strict=False)):
+            positions.append(p)
+    return positions
+
+
+def _flat(positions, in_spatial):
+    return np.array([np.ravel_multi_index(p, in_spatial) for p in positions], np.int64)
+
+
+def _lowest(dtype):
+    if np.issubdtype(dtype, np.integer):
+        return np.iinfo(dtype).min
+    return -np.inf
+
+
+def _argmax_first(values):
+    """Index along the last axis of the maximum: the first NaN, else the first maximum."""
+    is_nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    return np.where(is_nan.any(-1), np.argmax(is_nan, -1), np.argmax(values, -1))
+
+
+def _wide(x):
+    return x.astype(np.int64) if np.issubdtype(x.dtype, np.integer) else x.astype(np.float64)
+
+
+def _index(n_c_spatial, ncx_shape, axis):
+    """Full NCX row-major offset of ``(n, c, flat spatial)`` modulo ``prod(shape[axis:])``."""
+    n, c, p = n_c_spatial
+    size = math.prod(ncx_shape[2:])
+    full = (n * ncx_shape[1] + c) * size + p
+    return full % math.prod(ncx_shape[axis:])
+
+
+def _max_over(x, out_spatial, window_of, axis):
+    """Max pooling given ``window_of(o)``, the list of input coordinates of window ``o``."""
+    batch, channels, *in_spatial = x.shape
+    planes = _wide(x).reshape(batch, channels, -1)
+    y = np.full((batch, channels, *out_spatial), _lowest(x.dtype), np.float64)
+    if np.issubdtype(x.dtype, np.integer):
+        y = y.astype(np.int64)
+    where = np.zeros((batch, channels, *out_spatial), np.int64)
+    for o in itertools.product(*(range(n) for n in out_spatial)):
+        flat = _flat(window_of(o), in_spatial)
+        if flat.size == 0:
+            continue  # no input element: padding value, index of the plane's first element
+        values = planes[:, :, flat]
+        y[(slice(None), slice(None), *o)] = np.take_along_axis(
+            values, _argmax_first(values)[..., None], -1)[..., 0]
+        where[(slice(None), slice(None), *o)] = flat[_argmax_first(values)]
+    n = np.arange(batch).reshape(-1, 1, *([1] * len(out_spatial)))
+    c = np.arange(channels).reshape(1, -1, *([1] * len(out_spatial)))
+    indices = _index((n, c, where), x.shape, axis)
+    return y.astype(x.dtype), indices
+
+
+def max_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, dilations=None,
+             rounding_type="floor", auto_pad="explicit", axis=0):
+    """MaxPool on NCX ``x``: ``(y, indices)`` with int64 indices counted from ``axis``."""
+    x = np.asarray(x)
+    in_spatial = x.shape[2:]
+    kernel, strides, dilations, pads_begin, _, out_spatial = sliding_geometry(
+        in_spatial, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad)
+    axis %= x.ndim
+    return _max_over(
+        x, out_spatial,
+        lambda o: _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial),
+        axis)
+
+
+def _round_like(values, dtype):
+    if np.issubdtype(dtype, np.integer):
+        return np.round(values).astype(dtype)  # half to even
+    return values.astype(dtype)
+
+
+def avg_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude_pad=False,
+             rounding_type="floor", auto_pad="explicit"):
+    """AvgPool on NCX ``x`` with the OpenVINO divisor.
+
+    ``exclude_pad=True``: the number of input elements of the window (an empty window gives 0).
+    ``exclude_pad=False``: the whole kernel if any pad in force is non-zero (also the part of a
+    ceil-mode window beyond ``pads_end``), otherwise the number of input elements.
+    """
+    x = np.asarray(x)
+    batch, channels, *in_spatial = x.shape
+    kernel, strides, dilations, pads_begin, pads_end, out_spatial = sliding_geometry(
+        in_spatial, kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad)
+    padded = any(pads_begin) or any(pads_end)
+    planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
+    y = np.zeros((batch, channels, *out_spatial), np.float64)
+    for o in itertools.product(*(range(n) for n in out_spatial)):
+        flat = _flat(_window_positions(o, kernel, strides, dilations, pads_begin, in_spatial),
+                     in_spatial)
+        if exclude_pad or not padded:
+            divisor = flat.size
+        else:
+            divisor = math.prod(kernel)
+        if divisor == 0:
+            continue
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in the op
+            y[(slice(None), slice(None), *o)] = planes[:, :, flat].sum(-1) / divisor
+    return _round_like(y, x.dtype)
+
+
+def adaptive_bins(length, out):
+    """Bin ``i`` covers ``[floor(i * L / O), ceil((i + 1) * L / O))``."""
+    return [(i * length // out, -(-(i + 1) * length // out)) for i in range(out)]
+
+
+def _output_size(in_spatial, output_size):
+    if np.ndim(output_size) == 0:
+        output_size = (output_size,) * len(in_spatial)
+    return tuple(length if o is None else int(o)
+                 for length, o in zip(in_spatial, output_size, strict=True))
+
+
+def _bin_positions(o, bins):
+    ranges = [range(*bins[i][oi]) for i, oi in enumerate(o)]
+    return list(itertools.product(*ranges))
+
+
+def adaptive_max_pool(x, output_size):
+    """AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)`` with spatial (``axis=2``) indices."""
+    x = np.asarray(x)
+    in_spatial = x.shape[2:]
+    out_spatial = _output_size(in_spatial, output_size)
+    bins = [adaptive_bins(length, o) for length, o in zip(in_spatial, out_spatial, strict=False)]
+    return _max_over(x, out_spatial, lambda o: _bin_positions(o, bins), 2)
+
+
+def adaptive_avg_pool(x, output_size):
+    """AdaptiveAvgPool-8 on NCX ``x``: the mean of each bin."""
+    x = np.asarray(x)
+    batch, channels, *in_spatial = x.shape
+    out_spatial = _output_size(in_spatial, output_size)
+    bins = [adaptive_bins(length, o) for length, o in zip(in_spatial, out_spatial, strict=False)]
+    planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
+    y = np.zeros((batch, channels, *out_spatial), np.float64)
+    for o in itertools.product(*(range(n) for n in out_spatial)):
+        flat = _flat(_bin_positions(o, bins), in_spatial)
+        with np.errstate(invalid="ignore"):
+            y[(slice(None), slice(None), *o)] = planes[:, :, flat].mean(-1)
+    return _round_like(y, x.dtype)
+
+
+def max_unpool(y, indices, output_shape, *, axis=0):
+    """Scatter-add of NCX ``y`` to the positions ``indices`` (taken with ``axis``) of a zero
+    tensor of NCX ``output_shape``."""
+    y = np.asarray(y)
+    indices = np.asarray(indices).astype(np.int64)
+    axis %= len(output_shape)
+    batch, channels = output_shape[:2]
+    size = math.prod(output_shape[2:])
+    n = np.arange(y.shape[0]).reshape(-1, *([1] * (y.ndim - 1)))
+    c = np.arange(y.shape[1]).reshape(1, -1, *([1] * (y.ndim - 2)))
+    if axis == 0:
+        full = indices
+    elif axis == 1:
+        full = n * channels * size + indices
+    else:
+        full = (n * channels + c) * size + indices
+    out = np.zeros(math.prod(output_shape), np.float64 if y.dtype.kind == "f" else np.int64)
+    with np.errstate(invalid="ignore"):
+        np.add.at(out, np.broadcast_to(full, y.shape).ravel(), _wide(y).ravel())
+    return out.reshape(output_shape).astype(y.dtype)

@@ -1,0 +1,74 @@
+"""The example scripts run, on small sizes, and do what they claim."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import jax
+import numpy as np
+import openvino  # noqa: F401  (imported before JAX starts threads: importing it forks)
+import pytest
+
+import jaxpool
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quickstart(tmp_path, capsys):
+    out = load("quickstart").main(out_path=str(tmp_path / "quickstart.png"), size=24)
+    assert (tmp_path / "quickstart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    small, coarse, indices = (np.asarray(out[k]) for k in ("small", "coarse", "indices"))
+    width = small.shape[2]
+    assert small.shape[:2] == (1, 24) and coarse.shape == (1, 3, width // 8, 3)
+    # Each index names a pixel of `small` that holds its bin's maximum.
+    rows, cols = np.divmod(indices, small.shape[2])
+    channel = np.arange(3)[None, None, None, :]
+    np.testing.assert_array_equal(small[0, rows[0], cols[0], channel[0]], coarse[0])
+    unpooled = np.asarray(out["unpooled"])
+    assert np.count_nonzero(unpooled) <= coarse.size
+    np.testing.assert_array_equal(
+        jaxpool.adaptive_max_pool(unpooled, coarse.shape[1:3], data_format="NXC"), coarse)
+    printed = capsys.readouterr().out
+    assert "adaptive_max_pool" in printed and "max_unpool" in printed
+
+
+def test_digits_classifier(capsys):
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
+        out = load("digits_classifier").main(epochs=3, sizes=(8, 12))
+    assert out["losses"][-1] < 0.5 * out["losses"][0], out["losses"]
+    assert out["test_accuracy"] >= 0.8, out
+    assert set(out["accuracy"]) == {8, 12}
+    assert capsys.readouterr().out.count("epoch ") == 3
+
+
+def test_segnet(capsys):
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
+        out = load("segnet").main(epochs=4, size=16, n_train=256)
+    assert out["losses"][-1] < 0.6 * out["losses"][0], out["losses"]
+    assert out["pixel_accuracy"] > out["background_fraction"], out
+    assert capsys.readouterr().out.count("epoch ") == 4
+
+
+def test_openvino_convert(tmp_path):
+    differences = load("openvino_convert").main(model_dir=str(tmp_path), shape=(1, 2, 14, 17))
+    assert (tmp_path / "model.xml").exists() and (tmp_path / "model.bin").exists()
+    assert len(differences) == 7  # every float output of the seven layers
+    assert max(differences.values()) <= 1e-5
+
+
+def test_openvino_convert_refuses_other_layers(tmp_path):
+    import openvino as ov
+    import openvino.opset8 as opset8
+
+    x = opset8.parameter([1, 1, 4, 4], np.float32)
+    ov.save_model(ov.Model([opset8.relu(x)], [x]), tmp_path / "relu.xml")
+    with pytest.raises(ValueError, match="layer type 'ReLU' is not a pooling layer"):
+        load("openvino_convert").convert(tmp_path / "relu.xml")

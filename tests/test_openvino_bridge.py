@@ -1,0 +1,640 @@
+"""`jaxpool.openvino.layer` against the OpenVINO runtime, on IR written by `openvino.save_model`.
+
+Every model is built with `openvino.opset1/8/14`, saved, read back by the runtime, and its
+`<layer>` elements are handed to the bridge; both run the same input.  Max values and indices
+must be equal.  Averages must equal the direct jaxpool call bit for bit and the runtime to
+float32 rounding (the two sum in different orders).  Where the numeric policy of API.md
+differs from the CPU runtime on purpose (a max window with no input element, an
+`exclude_pad` window with nothing to count), the comparison applies that documented rule.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import xml.etree.ElementTree as ElementTree
+
+import jax
+import numpy as np
+import openvino as ov
+import openvino.opset1 as opset1
+import openvino.opset8 as opset8
+import openvino.opset14 as opset14
+import oracle
+import pytest
+
+import jaxpool
+from jaxpool import openvino as jov
+
+CORE = ov.Core()
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+OPSETS = {1: opset1, 8: opset8, 14: opset14}
+POOL_TYPES = ("MaxPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool")
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers: build, save, read back, run.
+# --------------------------------------------------------------------------------------------
+
+
+def save_and_run(tmp_path, param, nodes, x, name="model"):
+    """Saves a model of ``nodes`` (``{name: node}``) and runs it as the runtime reads it.
+
+    Returns ``{name: (layer_xml, [outputs...])}``, the `<layer>` text from the saved file and
+    the runtime's outputs of that layer.
+    """
+    outputs = []
+    for node_name, node in nodes.items():
+        node.set_friendly_name(node_name)
+        outputs += node.outputs()
+    path = tmp_path / f"{name}.xml"
+    ov.save_model(ov.Model(outputs, [param]), path, compress_to_fp16=False)
+    return run_saved(path, x)
+
+
+def run_saved(path, x):
+    model = CORE.read_model(path)
+    compiled = CORE.compile_model(model, "CPU", CONFIG)
+    results = compiled([x])
+    produced: dict[str, dict[int, np.ndarray]] = {}
+    for i, out in enumerate(model.outputs):
+        source = out.get_node().input_value(0)
+        produced.setdefault(source.get_node().get_friendly_name(), {})[source.get_index()] = (
+            np.asarray(results[compiled.outputs[i]]))
+    root = ElementTree.parse(path).getroot()
+    layers = {}
+    for element in root.iter("layer"):
+        if element.get("type") in POOL_TYPES:
+            name = element.get("name")
+            outs = produced[name]
+            layers[name] = (ElementTree.tostring(element, encoding="unicode"),
+                            [outs[k] for k in sorted(outs)])
+    return layers
+
+
+def bridge(layer_xml, *inputs, x64=False):
+    pool = jov.layer(layer_xml)
+    with jax.enable_x64(x64):
+        out = pool(*inputs)
+    return pool, [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def assert_max_equal(got, ref):
+    """Equal, with the documented rule for windows holding no input element (-inf there)."""
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    if np.issubdtype(got.dtype, np.floating):
+        got = np.where(np.isneginf(got), np.finfo(got.dtype).min, got)
+    np.testing.assert_array_equal(got, ref)
+
+
+def assert_avg_close(got, ref):
+    """Equal to float32 rounding; 0 where the CPU runtime gives NaN (empty exclude-pad window)."""
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert np.all(got[np.isnan(ref)] == 0)
+    ref = np.where(np.isnan(ref), 0, ref)
+    np.testing.assert_allclose(got, ref, rtol=3e-7, atol=1e-7)
+
+
+def sample(grid, n, seed):
+    """``n`` combinations of the grid's values in which every value of every attribute occurs
+    (for ``n`` at least the longest list), mixed by a fixed seed."""
+    rng = random.Random(seed)
+    columns = {}
+    for key, values in grid.items():
+        column = [values[i % len(values)] for i in range(n)]
+        rng.shuffle(column)
+        columns[key] = column
+    return [{key: columns[key][i] for key in grid} for i in range(n)]
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Grids of attributes, through save_model and back.
+# --------------------------------------------------------------------------------------------
+
+SLIDING = {
+    "kernel": [(2, 2), (3, 2), (1, 3)],
+    "strides": [(1, 1), (2, 2), (2, 3)],
+    "pads": [((0, 0), (0, 0)), ((1, 0), (0, 1)), ((1, 1), (1, 1))],
+    "rounding_type": ["floor", "ceil", "ceil_torch"],
+    "auto_pad": ["explicit", "valid", "same_upper", "same_lower"],
+}
+MAX_EXTRA = {"dilations": [(1, 1), (2, 1)], "index_element_type": ["i32", "i64"],
+             "axis": [0, 2, -1]}
+
+
+def max_pool_cases(version, n, seed):
+    grid = dict(SLIDING)
+    if version < 14:
+        grid["rounding_type"] = ["floor", "ceil"]
+    if version >= 8:
+        grid.update(MAX_EXTRA)
+    return sample(grid, n, seed)
+
+
+def max_pool_node(param, version, c):
+    (pads_begin, pads_end) = c["pads"]
+    args = [list(c["strides"]), list(pads_begin), list(pads_end), list(c["kernel"])]
+    if version == 1:
+        return opset1.max_pool(param, *args, rounding_type=c["rounding_type"],
+                               auto_pad=c["auto_pad"])
+    return OPSETS[version].max_pool(
+        param, args[0], list(c["dilations"]), *args[1:], rounding_type=c["rounding_type"],
+        auto_pad=c["auto_pad"], index_element_type=c["index_element_type"], axis=c["axis"])
+
+
+@pytest.mark.parametrize("version,n", [(1, 5), (8, 6), (14, 7)])
+def test_max_pool_grid(tmp_path, version, n):
+    x = rand((2, 3, 7, 8), version)
+    param = opset8.parameter(list(x.shape), np.float32)
+    cases = max_pool_cases(version, n, seed=version)
+    nodes = {f"pool{i}": max_pool_node(param, version, c) for i, c in enumerate(cases)}
+    layers = save_and_run(tmp_path, param, nodes, x)
+    assert len(layers) == n
+    for i, c in enumerate(cases):
+        layer_xml, ref = layers[f"pool{i}"]
+        pool, got = bridge(layer_xml, x, x64=c.get("index_element_type") == "i64")
+        assert (pool.type, pool.version, pool.function) == ("MaxPool", version, "max_pool")
+        assert len(got) == len(ref) == (1 if version == 1 else 2), c
+        for g, r in zip(got, ref, strict=True):
+            assert_max_equal(g, r)
+
+
+def avg_pool_cases(version, n, seed):
+    grid = dict(SLIDING)
+    if version < 14:
+        grid["rounding_type"] = ["floor", "ceil"]
+    grid["exclude_pad"] = [False, True]
+    return sample(grid, n, seed)
+
+
+@pytest.mark.parametrize("version,n", [(1, 6), (14, 8)])
+def test_avg_pool_grid(tmp_path, version, n):
+    x = rand((2, 3, 7, 8), version + 1)
+    param = opset8.parameter(list(x.shape), np.float32)
+    cases = avg_pool_cases(version, n, seed=version + 1)
+    nodes = {}
+    for i, c in enumerate(cases):
+        (pads_begin, pads_end) = c["pads"]
+        nodes[f"pool{i}"] = OPSETS[version].avg_pool(
+            param, list(c["strides"]), list(pads_begin), list(pads_end), list(c["kernel"]),
+            exclude_pad=c["exclude_pad"], rounding_type=c["rounding_type"],
+            auto_pad=c["auto_pad"])
+    layers = save_and_run(tmp_path, param, nodes, x)
+    for i, c in enumerate(cases):
+        layer_xml, (ref,) = layers[f"pool{i}"]
+        pool, (got,) = bridge(layer_xml, x)
+        assert (pool.type, pool.version, pool.function) == ("AvgPool", version, "avg_pool")
+        (pads_begin, pads_end) = c["pads"]
+        direct = jaxpool.avg_pool(
+            x, c["kernel"], c["strides"], pads_begin, pads_end, exclude_pad=c["exclude_pad"],
+            rounding_type=c["rounding_type"], auto_pad=c["auto_pad"])
+        np.testing.assert_array_equal(got, np.asarray(direct))
+        assert_avg_close(got, ref)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 11), (1, 1, 4, 3, 5)])
+def test_one_and_three_spatial_axes(tmp_path, shape):
+    nd = len(shape) - 2
+    x = rand(shape, nd)
+    param = opset8.parameter(list(shape), np.float32)
+    k, s, one, zero = [2] * nd, [2] * nd, [1] * nd, [0] * nd
+    nodes = {
+        "max1": opset1.max_pool(param, s, one, zero, k, rounding_type="ceil"),
+        "max8": opset8.max_pool(param, [1] * nd, [2] * nd, zero, one, k,
+                                index_element_type="i32", axis=2),
+        "max14": opset14.max_pool(param, s, one, one, zero, k, rounding_type="ceil_torch",
+                                  auto_pad="same_lower", index_element_type="i32"),
+        "avg14": opset14.avg_pool(param, s, one, zero, k, exclude_pad=True,
+                                  rounding_type="ceil_torch"),
+        "amax": opset8.adaptive_max_pool(param, opset8.constant(np.array([3] * nd, np.int64)),
+                                         index_element_type="i32"),
+        "aavg": opset8.adaptive_avg_pool(param, opset8.constant(np.array([2] * nd, np.int32))),
+    }
+    layers = save_and_run(tmp_path, param, nodes, x)
+    for name in ("max1", "max8", "max14"):
+        _, got = bridge(layers[name][0], x)
+        for g, r in zip(got, layers[name][1], strict=True):
+            assert_max_equal(g, r)
+    _, (got,) = bridge(layers["avg14"][0], x)
+    assert_avg_close(got, layers["avg14"][1][0])
+    _, got = bridge(layers["amax"][0], x, np.array([3] * nd, np.int64))
+    for g, r in zip(got, layers["amax"][1], strict=True):
+        assert_max_equal(g, r)
+    _, (got,) = bridge(layers["aavg"][0], x, [2] * nd)
+    assert_avg_close(got, layers["aavg"][1][0])
+
+
+@pytest.mark.parametrize("output_size", [(1, 1), (3, 5), (7, 8), (4, 3), (2, 11)])
+def test_adaptive_pools(tmp_path, output_size):
+    x = rand((2, 3, 7, 8), 5)
+    param = opset8.parameter(list(x.shape), np.float32)
+    size = opset8.constant(np.array(output_size, np.int32))
+    nodes = {"amax": opset8.adaptive_max_pool(param, size, index_element_type="i32"),
+             "aavg": opset8.adaptive_avg_pool(param, size)}
+    layers = save_and_run(tmp_path, param, nodes, x)
+    pool, got = bridge(layers["amax"][0], x, jax.numpy.asarray(output_size))
+    assert (pool.type, pool.version, pool.function) == ("AdaptiveMaxPool", 8,
+                                                        "adaptive_max_pool")
+    for g, r in zip(got, layers["amax"][1], strict=True):
+        assert_max_equal(g, r)
+    pool, (got,) = bridge(layers["aavg"][0], x, list(output_size))
+    assert pool.arguments == ()
+    np.testing.assert_array_equal(got, np.asarray(jaxpool.adaptive_avg_pool(x, output_size)))
+    assert_avg_close(got, layers["aavg"][1][0])
+
+
+def test_adaptive_max_pool_i64_indices(x64):
+    x = rand((1, 2, 6, 5), 9)
+    pool = jov.layer("AdaptiveMaxPool", {"index_element_type": "i64"})
+    y, i = pool(x, np.array([4, 2]))
+    ref_y, ref_i = jaxpool.adaptive_max_pool(x, (4, 2), return_indices=True,
+                                             index_element_type="i64")
+    assert i.dtype == np.int64
+    np.testing.assert_array_equal(y, ref_y)
+    np.testing.assert_array_equal(i, ref_i)
+
+
+# --------------------------------------------------------------------------------------------
+# IR strings as the runtime reads them: edit a saved file, and both must agree.
+# --------------------------------------------------------------------------------------------
+
+EDITS = [
+    # (layer, old, new): the runtime reads every edited file below.
+    ("max14", 'rounding_type="ceil_torch"', 'rounding_type="CEIL_TORCH"'),
+    ("max14", 'auto_pad="explicit"', 'auto_pad="Same_Lower"'),
+    ("max14", 'kernel="3, 2"', 'kernel="3,2"'),
+    ("max14", ' pads_begin="1, 1" pads_end="0, 1"', ""),
+    ("max14", ' rounding_type="ceil_torch"', ""),
+    ("max14", ' axis="2"', ""),
+    ("max14", 'index_element_type="i32"', 'index_element_type="I32"'),
+    ("max14", 'version="opset14"', 'version="opset16"'),
+    ("max8", 'version="opset8"', 'version="opset13"'),
+    ("max8", 'dilations="2, 1"', 'dilations=" 2 ,1 "'),
+    ("max1", 'version="opset1"', 'version="opset7"'),
+    ("max1", 'auto_pad="explicit"', 'auto_pad="VALID"'),
+    ("avg1", 'exclude-pad="false"', 'exclude-pad="FALSE"'),
+    ("avg1", 'exclude-pad="false"', 'exclude-pad="0"'),
+    ("avg1", 'exclude-pad="false"', 'exclude-pad="True"'),
+    ("avg1", ' exclude-pad="false"', ""),  # the runtime's default is true
+    ("avg1", 'version="opset1"', 'version="opset13"'),
+    ("avg1", 'rounding_type="floor"', 'rounding_type="Ceil"'),
+]
+
+
+@pytest.fixture(scope="module")
+def edit_model(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("edits")
+    x = rand((1, 2, 7, 6), 11)
+    param = opset8.parameter(list(x.shape), np.float32)
+    nodes = {
+        "max14": opset14.max_pool(param, [2, 1], [1, 1], [1, 1], [0, 1], [3, 2],
+                                  rounding_type="ceil_torch", index_element_type="i32", axis=2),
+        "max8": opset8.max_pool(param, [1, 2], [2, 1], [0, 0], [1, 0], [2, 2],
+                                index_element_type="i32"),
+        "max1": opset1.max_pool(param, [2, 2], [1, 0], [1, 1], [3, 3]),
+        "avg1": opset1.avg_pool(param, [2, 2], [1, 1], [0, 1], [2, 3], exclude_pad=False),
+    }
+    layers = save_and_run(tmp_path, param, nodes, x)
+    return tmp_path, x, layers
+
+
+@pytest.mark.parametrize("layer_name,old,new", EDITS)
+def test_edited_ir_strings(edit_model, layer_name, old, new):
+    tmp_path, x, layers = edit_model
+    text = (tmp_path / "model.xml").read_text()
+    start = text.index(f'name="{layer_name}"')
+    end = text.index("</layer>", start)
+    assert old in text[start:end], (layer_name, old)
+    edited = text[:start] + text[start:end].replace(old, new) + text[end:]
+    path = tmp_path / f"edit_{abs(hash((layer_name, old, new)))}.xml"
+    path.write_text(edited)
+    shutil.copy(tmp_path / "model.bin", path.with_suffix(".bin"))
+    layer_xml, ref = run_saved(path, x)[layer_name]
+    assert new in layer_xml
+    _, got = bridge(layer_xml, x)
+    for g, r in zip(got, ref, strict=True):
+        if layer_name.startswith("avg"):
+            assert_avg_close(g, r)
+        else:
+            assert_max_equal(g, r)
+
+
+def test_versions_of_opsets():
+    def version(type_name, opset):
+        return jov.layer(f'<layer type="{type_name}" version="{opset}"><data kernel="2" '
+                         f'strides="1"/></layer>' if "Adaptive" not in type_name else
+                         f'<layer type="{type_name}" version="{opset}"/>').version
+
+    assert [version("MaxPool", f"opset{n}") for n in (1, 7, 8, 13, 14, 16)] == [1, 1, 8, 8, 14, 14]
+    assert [version("AvgPool", f"opset{n}") for n in (1, 13, 14, 16)] == [1, 1, 14, 14]
+    assert version("AdaptiveMaxPool", "opset8") == version("AdaptiveAvgPool", "opset16") == 8
+    assert jov.layer("MaxPool", {"kernel": "2", "strides": "1"}).version == 14
+    assert jov.layer("AvgPool", {"kernel": "2", "strides": "1"}).version == 14
+    assert jov.layer("AdaptiveMaxPool").version == 8
+
+
+def test_type_name_and_xml_agree():
+    attrs = {"kernel": "3,2", "strides": "2, 1", "pads_begin": "1,0", "pads_end": "0, 1",
+             "dilations": "1,2", "rounding_type": "ceil", "axis": "2",
+             "index_element_type": "i32"}
+    data = " ".join(f'{k}="{v}"' for k, v in attrs.items())
+    from_xml = jov.layer(f'<layer id="7" name="p" type="MaxPool" version="opset8">'
+                         f'<data {data}/><input><port id="0"/></input></layer>')
+    from_name = jov.layer("MaxPool-8", attrs)
+    assert from_xml == from_name
+    assert from_xml.kwargs == {
+        "kernel": (3, 2), "strides": (2, 1), "pads_begin": (1, 0), "pads_end": (0, 1),
+        "rounding_type": "ceil", "auto_pad": "explicit", "dilations": (1, 2),
+        "return_indices": True, "index_element_type": "i32", "axis": 2}
+    element = ElementTree.fromstring(f'<layer type="MaxPool" version="opset8"><data {data}/>'
+                                     f'</layer>')
+    assert jov.layer(element) == from_name
+    assert "jaxpool.max_pool(kernel=(3, 2)" in repr(from_name)
+    x = rand((1, 2, 6, 7))
+    y, i = jax.jit(from_name)(x)
+    ref_y, ref_i = jaxpool.max_pool(x, (3, 2), (2, 1), (1, 0), (0, 1), dilations=(1, 2),
+                                    rounding_type="ceil", return_indices=True,
+                                    index_element_type="i32", axis=2)
+    np.testing.assert_array_equal(y, ref_y)
+    np.testing.assert_array_equal(i, ref_i)
+    # MaxPool-1 returns values only.
+    y1 = jov.layer("MaxPool-1", {k: attrs[k] for k in ("kernel", "strides")})(x)
+    assert isinstance(y1, jax.Array)
+    np.testing.assert_array_equal(y1, jaxpool.max_pool(x, (3, 2), (2, 1)))
+
+
+# --------------------------------------------------------------------------------------------
+# The examples of the specifications.
+# --------------------------------------------------------------------------------------------
+
+# MaxPool-8, examples 1 to 7: input, attributes, output0 (values), output1 (indices).
+MAXPOOL8_EXAMPLES = [
+    ([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]]]],
+     {"strides": "1, 1", "pads_begin": "1, 1", "pads_end": "1, 1", "kernel": "2, 2",
+      "rounding_type": "floor", "auto_pad": "explicit"},
+     [[[[-1, 2, 3, 3], [4, 5, 5, -6], [4, 8, 9, 9], [-7, 8, 9, 9]]]],
+     [[[[0, 1, 2, 2], [3, 4, 4, 5], [3, 7, 8, 8], [6, 7, 8, 8]]]]),
+    ([[[-1, 2, 3, 5, -7, 9, 1]]],
+     {"strides": "1", "kernel": "3", "rounding_type": "floor", "auto_pad": "valid"},
+     [[[3, 5, 5, 9, 9]]], [[[2, 3, 3, 5, 5]]]),
+    ([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]]]],
+     {"strides": "1, 1", "kernel": "2, 2", "rounding_type": "floor", "auto_pad": "same_lower"},
+     [[[[-1, 2, 3], [4, 5, 5], [4, 8, 9]]]], [[[[0, 1, 2], [3, 4, 4], [3, 7, 8]]]]),
+    ([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]], [[2, -1, 5], [6, -7, 1], [8, 2, -3]]]],
+     {"strides": "1, 1", "kernel": "2, 2", "rounding_type": "floor", "auto_pad": "same_upper"},
+     [[[[5, 5, 3], [8, 9, 9], [8, 9, 9]], [[6, 5, 5], [8, 2, 1], [8, 2, -3]]]],
+     [[[[4, 4, 2], [7, 8, 8], [7, 8, 8]], [[12, 11, 11], [15, 16, 14], [15, 16, 17]]]]),
+    ([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]]]],
+     {"strides": "2, 2", "kernel": "2, 2", "rounding_type": "ceil", "auto_pad": "valid"},
+     [[[[5, 3], [8, 9]]]], [[[[4, 2], [7, 8]]]]),
+    ([[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
+     {"strides": "1, 1", "kernel": "2, 2", "dilations": "2, 2", "rounding_type": "floor",
+      "auto_pad": "explicit", "pads_begin": "1, 1", "pads_end": "1, 1"},
+     [[[[5, 6, 5], [8, 9, 8], [5, 6, 5]]]], [[[[4, 5, 4], [7, 8, 7], [4, 5, 4]]]]),
+    ([[[[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[10, 11, 12], [13, 14, 15], [16, 17, 18]]]],
+     {"strides": "1, 1", "kernel": "2, 2", "dilations": "1, 1", "rounding_type": "floor",
+      "auto_pad": "explicit", "pads_begin": "0, 0", "pads_end": "0, 0", "axis": "2"},
+     [[[[5, 6], [8, 9]], [[14, 15], [17, 18]]]], [[[[4, 5], [7, 8]], [[4, 5], [7, 8]]]]),
+]
+
+
+# Example 1 of the specification lists -6 (index 5) at [0, 0, 1, 3]; that window covers input
+# rows 0-1 and column 2 (column 3 is padding), {3, -6}, and the runtime gives 3 (index 2).
+MAXPOOL8_ERRATA = {1: [((0, 0, 1, 3), 3, 2)]}
+
+
+@pytest.mark.parametrize("example", range(1, 8))
+def test_maxpool8_spec_examples(example):
+    x, attrs, values, indices = MAXPOOL8_EXAMPLES[example - 1]
+    x = np.asarray(x, np.float32)
+    values, indices = np.asarray(values, np.float32), np.asarray(indices, np.int32)
+    for at, value, index in MAXPOOL8_ERRATA.get(example, []):
+        values[at], indices[at] = value, index
+    attrs = dict(attrs, index_element_type="i32")
+    y, i = jov.layer("MaxPool-8", attrs)(x)
+    np.testing.assert_array_equal(y, values)
+    np.testing.assert_array_equal(i, indices)
+    nd = x.ndim - 2
+
+    def ints(name, default):
+        return [int(v) for v in attrs[name].split(",")] if name in attrs else [default] * nd
+
+    ref_y, ref_i = oracle.max_pool(
+        x, ints("kernel", 1), ints("strides", 1), ints("pads_begin", 0), ints("pads_end", 0),
+        dilations=ints("dilations", 1), rounding_type=attrs["rounding_type"],
+        auto_pad=attrs["auto_pad"], opset=8, index_element_type="i32",
+        axis=int(attrs.get("axis", 0)))
+    np.testing.assert_array_equal(values, ref_y)
+    np.testing.assert_array_equal(indices, ref_i)
+
+
+# The XML examples of the AdaptiveMaxPool-8 and AdaptiveAvgPool-8 specifications, verbatim but
+# for the indentation ("..." stands for the attributes a real IR writes).
+ADAPTIVE_MAX_SPEC_XML = """
+<layer ... type="AdaptiveMaxPool" ... >
+    <data output_type="i64"/>
+    <input>
+        <port id="0">
+            <dim>1</dim>
+            <dim>3</dim>
+            <dim>32</dim>
+            <dim>32</dim>
+        </port>
+    </input>
+    <input>
+        <port id="1">
+            <dim>2</dim>
+        </port>
+    </input>
+    <output>
+        <port id="1">
+            <dim>1</dim>
+            <dim>3</dim>
+            <dim>16</dim>
+            <dim>16</dim>
+        </port>
+        <port id="2">
+            <dim>1</dim>
+            <dim>3</dim>
+            <dim>16</dim>
+            <dim>16</dim>
+        </port>
+    </output>
+</layer>
+"""
+ADAPTIVE_AVG_SPEC_XML = """
+<layer ... type="AdaptiveAvgPool" ... >
+    <data output_type="i64"/>
+    <input>
+        <port id="0">
+            <dim>1</dim>
+            <dim>3</dim>
+            <dim>32</dim>
+            <dim>32</dim>
+        </port>
+    </input>
+    <input>
+        <port id="1">
+            <dim>2</dim>
+        </port>
+    </input>
+    <output>
+        <port id="2">
+            <dim>1</dim>
+            <dim>3</dim>
+            <dim>16</dim>
+            <dim>16</dim>
+        </port>
+    </output>
+</layer>
+"""
+
+
+@pytest.mark.parametrize("spec_xml", [ADAPTIVE_MAX_SPEC_XML, ADAPTIVE_AVG_SPEC_XML],
+                         ids=["AdaptiveMaxPool-8", "AdaptiveAvgPool-8"])
+def test_adaptive_spec_xml_examples(spec_xml):
+    with pytest.raises(ValueError, match=r"not well-formed XML"):
+        jov.layer(spec_xml)
+    block = spec_xml.replace("<layer ... type=", '<layer id="1" name="pool" type=')
+    block = block.replace(" ... >", ' version="opset8">')
+    element = ElementTree.fromstring(block)
+    op_type = element.get("type")
+    # The examples write <data output_type="i64"/>, an attribute neither op has (the runtime
+    # ignores it); the bridge names it.
+    with pytest.raises(ValueError, match=r"`output_type` is not an attribute of " + op_type):
+        jov.layer(block)
+    data = element.find("data")
+    data.attrib.clear()
+    if op_type == "AdaptiveMaxPool":
+        data.set("index_element_type", "i32")
+    pool = jov.layer(ElementTree.tostring(element, encoding="unicode"))
+    in_dims = [int(d.text) for d in element.find("input/port").iter("dim")]
+    (size_len,) = [int(d.text) for d in element.findall("input")[1].iter("dim")]
+    out_ports = element.findall("output/port")
+    out_size = [int(d.text) for d in out_ports[0].iter("dim")][2:]
+    assert size_len == len(out_size)
+    x = rand(in_dims, 3)
+    got = pool(x, out_size)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(out_ports)
+    for g, port in zip(got, out_ports, strict=True):
+        assert list(g.shape) == [int(d.text) for d in port.iter("dim")]
+    param = opset8.parameter(in_dims, np.float32)
+    size_node = opset8.constant(np.array(out_size, np.int64))
+    node = (opset8.adaptive_max_pool(param, size_node, index_element_type="i32")
+            if op_type == "AdaptiveMaxPool" else opset8.adaptive_avg_pool(param, size_node))
+    compiled = CORE.compile_model(ov.Model(node.outputs(), [param]), "CPU", CONFIG)
+    result = compiled([x])
+    for g, out in zip(got, compiled.outputs, strict=True):
+        ref = np.asarray(result[out])
+        if op_type == "AdaptiveMaxPool":
+            assert_max_equal(np.asarray(g), ref)
+        else:
+            assert_avg_close(np.asarray(g), ref)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors.
+# --------------------------------------------------------------------------------------------
+
+K = {"kernel": "2, 2", "strides": "1, 1"}
+
+ERRORS = [
+    # (xml_or_type, attrs, error, match)
+    ("MaxPooling", None, ValueError, r"layer type 'MaxPooling'.*'MaxPool'"),
+    ("maxpool", None, ValueError, r"layer type 'maxpool'"),
+    ("Convolution", None, ValueError, r"layer type 'Convolution'"),
+    ("MaxPool-9", K, ValueError, r"MaxPool-9; MaxPool has the versions \[1, 8, 14\]"),
+    ("AvgPool-8", K, ValueError, r"AvgPool-8; AvgPool has the versions \[1, 14\]"),
+    ("AdaptiveMaxPool-14", None, ValueError, r"AdaptiveMaxPool-14"),
+    ("MaxPool_8", K, ValueError, r"`xml_or_type` \(='MaxPool_8'\) must be a type name"),
+    ('<layer type="MaxPool" version="opset0"><data kernel="2" strides="1"/></layer>', None,
+     ValueError, r"`version` \(='opset0'\).*unknown opset"),
+    ('<layer type="MaxPool" version="opset17"><data kernel="2" strides="1"/></layer>', None,
+     ValueError, r"`version` \(='opset17'\).*unknown opset"),
+    ('<layer type="MaxPool" version="experimental"/>', None, ValueError,
+     r"`version` \(='experimental'\).*must be 'opsetN'"),
+    ('<layer type="AdaptiveAvgPool" version="opset7"/>', None, ValueError,
+     r"`version` \(='opset7'\) predates AdaptiveAvgPool"),
+    ('<layer type="MaxPool"><data kernel="2" strides="1"/></layer>', None, ValueError,
+     r"without a `version` attribute"),
+    ('<layer version="opset8"/>', None, ValueError, r"without a `type` attribute"),
+    ('<net><layer type="MaxPool" version="opset8"/></net>', None, ValueError,
+     r"must be a <layer> element, got a <net>"),
+    ('<layer ... type="MaxPool" ... >', None, ValueError, r"not well-formed XML"),
+    ('<layer type="MaxPool" version="opset8"><data kernel="2"/><data strides="2"/></layer>',
+     None, ValueError, r"2 <data> elements"),
+    ("MaxPool-8", dict(K, bogus="1"), ValueError,
+     r"`bogus` is not an attribute of MaxPool-8; its attributes are \["),
+    ("AvgPool-1", dict(K, exclude_pad="true"), ValueError,
+     r"`exclude_pad` is not an attribute of AvgPool-1 \(IR spells it `exclude-pad`\)"),
+    ("MaxPool-1", dict(K, dilations="2, 2"), ValueError,
+     r"`dilations` is not an attribute of MaxPool-1 \(dilations need MaxPool-8"),
+    ("MaxPool-1", dict(K, axis="2"), ValueError, r"`axis` is not an attribute of MaxPool-1"),
+    ("MaxPool-1", dict(K, data_format="NCX"), ValueError, r"`data_format` is not an attribute"),
+    ("AdaptiveAvgPool", {"output_type": "i64"}, ValueError,
+     r"`output_type` is not an attribute of AdaptiveAvgPool-8; it has no attributes"),
+    ("MaxPool-8", dict(K, rounding_type="ceil_torch"), ValueError,
+     r"`rounding_type` \(='ceil_torch'\) of MaxPool-8 must be one of \['floor', 'ceil'\] "
+     r"\('ceil_torch' needs version 14\)"),
+    ("AvgPool-1", dict(K, rounding_type="ceil_torch"), ValueError, r"needs version 14"),
+    ("MaxPool", dict(K, rounding_type="round"), ValueError, r"`rounding_type` \(='round'\)"),
+    ("AvgPool", dict(K, auto_pad="notset"), ValueError,
+     r"`auto_pad` \(='notset'\) of AvgPool-14 must be one of \['explicit', 'valid'"),
+    ("MaxPool", {"kernel": "2 2", "strides": "1, 1"}, ValueError,
+     r"`kernel` \(='2 2'\) must be comma-separated integers"),
+    ("MaxPool", {"kernel": "2,,2", "strides": "1, 1"}, ValueError, r"`kernel` \(='2,,2'\)"),
+    ("MaxPool", {"kernel": "2.0, 2", "strides": "1, 1"}, ValueError, r"`kernel` \(='2.0, 2'\)"),
+    ("MaxPool", {"kernel": "", "strides": "1, 1"}, ValueError, r"`kernel` \(=''\)"),
+    ("MaxPool", {"kernel": "0, 2", "strides": "1, 1"}, ValueError,
+     r"`kernel` \(='0, 2'\) must be positive"),
+    ("MaxPool", dict(K, strides="1, 0"), ValueError, r"`strides` \(='1, 0'\) must be positive"),
+    ("MaxPool", dict(K, pads_begin="-1, 0"), ValueError,
+     r"`pads_begin` \(='-1, 0'\) must be non-negative"),
+    ("MaxPool", dict(K, dilations="0, 1"), ValueError, r"`dilations` \(='0, 1'\)"),
+    ("MaxPool", dict(K, index_element_type="u8"), ValueError,
+     r"`index_element_type` \(='u8'\) of MaxPool-14 must be one of \['i32', 'i64'\]"),
+    ("AdaptiveMaxPool", {"index_element_type": "int32"}, ValueError,
+     r"`index_element_type` \(='int32'\)"),
+    ("MaxPool", dict(K, axis="two"), ValueError, r"`axis` \(='two'\) must be an integer"),
+    ("AvgPool", dict(K, **{"exclude-pad": "yes"}), ValueError,
+     r"`exclude-pad` \(='yes'\) must be 'true' or 'false'"),
+    ("MaxPool", {"strides": "1, 1"}, ValueError, r"`kernel` is a required attribute of MaxPool-14"),
+    ("AvgPool-1", {"kernel": "2"}, ValueError, r"`strides` is a required attribute of AvgPool-1"),
+    ('<layer type="MaxPool" version="opset8"/>', None, ValueError, r"`kernel` is a required"),
+    ('<layer type="MaxPool" version="opset8"/>', {"kernel": "2"}, TypeError,
+     r"`attrs` must be None when `xml_or_type` is a <layer>"),
+    ("MaxPool", {"kernel": [2, 2], "strides": "1"}, TypeError,
+     r"`attrs\['kernel'\]` must be an IR string .* got \[2, 2\] of type list"),
+    ("MaxPool", [("kernel", "2")], TypeError, r"`attrs` must be a mapping"),
+    (8, None, TypeError, r"`xml_or_type` must be <layer> XML text or a type name"),
+]
+
+
+@pytest.mark.parametrize("xml_or_type,attrs,error,match", ERRORS)
+def test_errors(xml_or_type, attrs, error, match):
+    with pytest.raises(error, match=match):
+        jov.layer(xml_or_type, attrs)
+
+
+def test_call_errors():
+    x = rand((1, 1, 4, 4))
+    with pytest.raises(TypeError, match=r"AvgPool-14 takes 1 input\(s\) \(`x`\), got 2"):
+        jov.layer("AvgPool", K)(x, [2, 2])
+    with pytest.raises(TypeError, match=r"AdaptiveMaxPool-8 takes 2 input\(s\) \(`x` and "
+                                        r"`output_size`\), got 1"):
+        jov.layer("AdaptiveMaxPool")(x)
+    with pytest.raises(ValueError, match=r"`output_size` of AdaptiveAvgPool-8 must be a 1-D"):
+        jov.layer("AdaptiveAvgPool")(x, np.array([[2, 2]]))
+    with pytest.raises(TypeError, match=r"`output_size`"):
+        jax.jit(jov.layer("AdaptiveAvgPool"))(x, np.array([2, 2]))
+    # Values the function refuses are refused when called, naming the attribute.
+    with pytest.raises(ValueError, match=r"`kernel`"):
+        jov.layer("MaxPool-1", {"kernel": "2, 2, 2", "strides": "1"})(x)
+    # i64 indices need 64-bit integers in JAX, as for `jaxpool.max_pool`.
+    with jax.enable_x64(False), pytest.raises(ValueError, match=r"`index_element_type`"):
+        jov.layer("MaxPool-8", K)(x)

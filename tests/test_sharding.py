@@ -1,0 +1,286 @@
+"""Every op on arrays sharded over the 8 host devices that ``conftest.py`` provides.
+
+Batch and channel sharding must stay local: the outputs keep the input's sharding, the
+compiled forward and backward hold no collective, and the results (``axis=0`` indices, which
+are global positions, included) equal the single-device ones.  Spatial sharding needs halos;
+there only the results are checked.  ``shard_map`` and ``pmap`` see per-device blocks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxpool
+
+N, C, H, W = 8, 4, 8, 12
+COLLECTIVE = re.compile(
+    r"\b(all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|"
+    r"collective-broadcast|ragged-all-to-all)\b")
+
+
+def _require(name):
+    fn = getattr(jaxpool, name, None)
+    if fn is None:
+        pytest.skip(f"jaxpool.{name} is not available")
+    return fn
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs 8 devices")
+    return Mesh(np.array(devices[:8]).reshape(4, 2), ("b", "c"))
+
+
+def _input(layout, dtype=np.float32):
+    """A tie-free NCX input, in ``layout``."""
+    rng = np.random.default_rng(0)
+    x = rng.permutation(N * C * H * W).reshape(N, C, H, W).astype(dtype) / 7
+    return x if layout == "NCX" else np.moveaxis(x, 1, -1)
+
+
+# Each op: (function name, builder). A builder takes the layout and returns
+# ``(fn, make_args)``: ``fn(*args)`` returns a tuple of outputs whose first entry is
+# differentiable, and ``make_args(x)`` the NumPy arguments (all in the input's layout).
+def _max_pool(axis):
+    def build(fmt):
+        def fn(x):
+            return jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True,
+                                    axis=axis)
+        return fn, lambda x: (x,)
+    return "max_pool", build
+
+
+def _avg_pool(fmt):
+    def fn(x):
+        return (jaxpool.avg_pool(x, 3, 2, 1, 1, data_format=fmt),)
+    return fn, lambda x: (x,)
+
+
+def _adaptive_max(fmt):
+    def fn(x):
+        return jaxpool.adaptive_max_pool(x, (3, 5), data_format=fmt, return_indices=True)
+    return fn, lambda x: (x,)
+
+
+def _adaptive_avg(fmt):
+    def fn(x):
+        return (jaxpool.adaptive_avg_pool(x, (3, 5), data_format=fmt),)
+    return fn, lambda x: (x,)
+
+
+def _unpool(fmt):
+    def make_args(x):
+        y, i = jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True)
+        return np.asarray(y), np.asarray(i)
+
+    def fn(y, i):
+        return (jaxpool.max_unpool(y, i, x_shape[fmt], data_format=fmt),)
+    return fn, make_args
+
+
+x_shape = {"NCX": (N, C, H, W), "NXC": (N, H, W, C)}
+
+OPS = {
+    "max_pool": _max_pool(0),
+    "avg_pool": ("avg_pool", _avg_pool),
+    "adaptive_max_pool": ("adaptive_max_pool", _adaptive_max),
+    "adaptive_avg_pool": ("adaptive_avg_pool", _adaptive_avg),
+    "max_unpool": ("max_unpool", _unpool),
+}
+
+# (layout, partition spec of every argument and output)
+LOCAL_SHARDINGS = {
+    "batch-NCX": ("NCX", P("b")),
+    "batch_channel-NCX": ("NCX", P("b", "c")),
+    "batch_channel-NXC": ("NXC", P("b", None, None, "c")),
+}
+
+
+def _build(op, layout):
+    name, build = OPS[op]
+    _require(name)
+    if name == "max_unpool":
+        _require("max_pool")
+    return build(layout)
+
+
+def _put(arrays, mesh, spec):
+    return tuple(jax.device_put(a, NamedSharding(mesh, spec)) for a in arrays)
+
+
+def _assert_no_collective(compiled, what: str):
+    found = sorted(set(m.group(1) for m in COLLECTIVE.finditer(compiled.as_text())))
+    assert not found, f"{what} compiles to collectives {found}"
+
+
+def _vjp_fn(fn):
+    """``(ct, *args) -> d sum(fn(*args)[0] * ct) / d args[0]`` through ``jax.grad``."""
+    def grad(ct, *args):
+        return jax.grad(lambda a0: jnp.sum(fn(a0, *args[1:])[0] * ct))(args[0])
+    return grad
+
+
+def _cotangent(fn, args, seed=1):
+    shape = jax.eval_shape(fn, *args)[0].shape
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _assert_sharded_like(out, mesh, spec, what):
+    assert out.sharding.is_equivalent_to(NamedSharding(mesh, spec), out.ndim), (
+        f"{what} has sharding {out.sharding.spec}, not {spec}")
+
+
+@pytest.mark.parametrize("sharding", list(LOCAL_SHARDINGS))
+@pytest.mark.parametrize("op", list(OPS))
+def test_local_sharding(mesh, op, sharding):
+    """Batch (and channel) sharding: sharding kept, no collective, single-device results."""
+    layout, spec = LOCAL_SHARDINGS[sharding]
+    fn, make_args = _build(op, layout)
+    args = make_args(_input(layout))
+    ct = _cotangent(fn, args)
+    grad = _vjp_fn(fn)
+    expected = jax.jit(fn)(*args)
+    expected_grad = jax.jit(grad)(ct, *args)
+
+    sharded = _put(args, mesh, spec)
+    forward = jax.jit(fn).lower(*sharded).compile()
+    out = forward(*sharded)
+    assert len(out) == len(expected)
+    for k, (o, e) in enumerate(zip(out, expected, strict=False)):
+        assert o.dtype == e.dtype
+        _assert_sharded_like(o, mesh, spec, f"output {k}")
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
+    _assert_no_collective(forward, f"{op} forward")
+
+    sharded = _put((ct, *args), mesh, spec)
+    backward = jax.jit(grad).lower(*sharded).compile()
+    g = backward(*sharded)
+    _assert_sharded_like(g, mesh, spec, "the gradient")
+    np.testing.assert_allclose(np.asarray(g), np.asarray(expected_grad), rtol=1e-6, atol=1e-6)
+    _assert_no_collective(backward, f"{op} backward")
+
+
+@pytest.mark.parametrize("axis", [1, 2, -1])
+def test_local_sharding_max_pool_index_axes(mesh, axis):
+    _require("max_pool")
+    x = _input("NCX")
+
+    def fn(x):
+        return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=axis)
+    expected = jax.jit(fn)(x)
+    spec = P("b", "c")
+    (sharded,) = _put((x,), mesh, spec)
+    compiled = jax.jit(fn).lower(sharded).compile()
+    for k, (o, e) in enumerate(zip(compiled(sharded), expected, strict=False)):
+        _assert_sharded_like(o, mesh, spec, f"output {k}")
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
+    _assert_no_collective(compiled, f"max_pool axis={axis}")
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_spatial_sharding_matches_single_device(mesh, op):
+    spec = P(None, None, "b", "c")  # H over 4 devices, W over 2: windows straddle shards
+    fn, make_args = _build(op, "NCX")
+    args = make_args(_input("NCX"))
+    expected = jax.jit(fn)(*args)
+    out = jax.jit(fn)(*_put(args, mesh, spec))
+    for o, e in zip(out, expected, strict=False):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
+    ct = _cotangent(fn, args)
+    grad = jax.jit(_vjp_fn(fn))
+    np.testing.assert_allclose(
+        np.asarray(grad(ct, *_put(args, mesh, spec))), np.asarray(grad(ct, *args)),
+        rtol=1e-6, atol=1e-6)
+
+
+def _blockwise(fn, args):
+    """Applies ``fn`` to each block of the (4, 2) split of the batch and channel axes (NCX)."""
+    fn = jax.jit(fn)
+    rows = []
+    for i in range(4):
+        row = [fn(*(np.split(np.split(a, 4, axis=0)[i], 2, axis=1)[j] for a in args))
+               for j in range(2)]
+        rows.append([np.concatenate([np.asarray(r[k]) for r in row], axis=1)
+                     for k in range(len(row[0]))])
+    return [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(rows[0]))]
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_shard_map(mesh, op):
+    """Inside ``shard_map`` every device pools its own block (indices are block-local)."""
+    spec = P("b", "c")
+    fn, make_args = _build(op, "NCX")
+    if OPS[op][0] == "max_unpool":
+        # Plane-local (axis=2) indices, unpooled by each device into its own block.
+        y, i = jaxpool.max_pool(_input("NCX"), 3, 2, 1, 1, return_indices=True, axis=2)
+        args = (np.asarray(y), np.asarray(i))
+
+        def fn(y, i):
+            return (jaxpool.max_unpool(y, i, (*y.shape[:2], H, W), axis=2),)
+    else:
+        args = make_args(_input("NCX"))
+    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec,) * len(args),
+                                   out_specs=spec))
+    out = mapped(*_put(args, mesh, spec))
+    expected = _blockwise(fn, args)
+    assert len(out) == len(expected)
+    for k, (o, e) in enumerate(zip(out, expected, strict=False)):
+        _assert_sharded_like(o, mesh, spec, f"output {k}")
+        np.testing.assert_array_equal(np.asarray(o), e)
+
+    ct = _cotangent(fn, args, seed=2)
+    grad = _vjp_fn(fn)
+    mapped_grad = jax.jit(jax.shard_map(grad, mesh=mesh, in_specs=(spec,) * (len(args) + 1),
+                                        out_specs=spec))
+    np.testing.assert_allclose(
+        np.asarray(mapped_grad(*_put((ct, *args), mesh, spec))),
+        _blockwise(lambda *a: (grad(*a),), (ct, *args))[0], rtol=1e-6, atol=1e-6)
+
+
+def test_shard_map_axis2_indices_equal_global(mesh):
+    """Plane-local indices (``axis=2``) need no offset: shard_map gives the global answer."""
+    _require("max_pool")
+    x = _input("NCX")
+
+    def fn(x):
+        return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=2)
+    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("b", "c"), out_specs=P("b", "c")))
+    for o, e in zip(mapped(x), jax.jit(fn)(x), strict=False):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_pmap(op):
+    """``pmap`` over 8 devices, one batch element each: forward and gradient."""
+    if jax.device_count() < 8:
+        pytest.skip("needs 8 devices")
+    fn, make_args = _build(op, "NCX")
+    args = make_args(_input("NCX"))
+    per_device = tuple(a.reshape(8, 1, *a.shape[1:]) for a in args)
+    if OPS[op][0] == "max_unpool":
+        per_device = (per_device[0],
+                      per_device[1] - (np.arange(8) * C * H * W).reshape(8, 1, 1, 1, 1))
+
+        def fn(y, i):
+            return (jaxpool.max_unpool(y, i, (1, C, H, W)),)
+    ct = np.random.default_rng(3).standard_normal(
+        (8, *jax.eval_shape(fn, *(a[0] for a in per_device))[0].shape)).astype(np.float32)
+    out = jax.pmap(fn)(*per_device)
+    grads = jax.pmap(_vjp_fn(fn))(ct, *per_device)
+    single, single_grad = jax.jit(fn), jax.jit(_vjp_fn(fn))
+    for d in range(8):
+        expected = single(*(a[d] for a in per_device))
+        for o, e in zip(out, expected, strict=False):
+            np.testing.assert_array_equal(np.asarray(o[d]), np.asarray(e))
+        np.testing.assert_allclose(np.asarray(grads[d]),
+                                   np.asarray(single_grad(ct[d], *(a[d] for a in per_device))),
+                                   rtol=1e-6, atol=1e-6)
