@@ -9,7 +9,7 @@ Along an axis whose widest bin has ``M`` elements, tap ``m`` is the view holding
 static positions), a shorter bin repeating its last element, which a maximum ignores and a sum
 masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) reduce a window axis
 instead: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
-windows for the maximum and a product with a static 0/1 bin matrix for the sum.  The average
+windows, masked for the sum (a select, so that infinities stay infinite).  The average
 divides once by the static bin volumes.  The argmax always reduces ``(O, M)`` windows of
 ``(value, position)`` pairs.
 """
@@ -183,24 +183,11 @@ def _pool_jvp(window, primals, tangents):
     return y, _tangent(x_dot, position, window)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _pool_with_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
-    return _max_positions(x, window)
-
-
-@_pool_with_positions.defjvp
-def _pool_with_positions_jvp(window, primals, tangents):
-    (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions_linear(x, window)
-    position_dot = np.zeros(position.shape, jax.dtypes.float0)
-    return (y, position), (_tangent(x_dot, position, window), position_dot)
-
-
 @functools.partial(jax.jit, static_argnames=("window", "index_dtype"))
 def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None):
     if index_dtype is None:
         return _pool(x, window)
-    y, position = _pool_with_positions(x, window)
+    y, position = _max_positions_linear(x, window)
     return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, 2,
                                         index_dtype)
 
@@ -259,25 +246,25 @@ def adaptive_max_pool(
 
 def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     """Sums ``a`` over the bins of ``axis``: a fused chain over the taps of narrow bins, a
-    reshape for wide bins that tile the axis, else a product with the static 0/1 bin matrix."""
+    reshape for wide bins that tile the axis, else a masked sum over static bin windows."""
     if not _wide(length, out):
         total = None
         for view, _, real in _axis_taps(a, axis, length, out):
-            if not real.all():
-                view = view * _along(real.astype(a.dtype), axis, a.ndim)
+            if not real.all():  # a select, not a product: 0 * inf would be NaN
+                view = jnp.where(_along(real, axis, a.ndim), view, jnp.zeros((), a.dtype))
             total = view if total is None else total + view
         return total
     if length % out == 0:
         width = length // out
         return jnp.sum(a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]),
                        axis=axis + 1, dtype=a.dtype)
+    windows, table = _bin_windows(a, axis, length, out)
     starts, ends = _bins(length, out)
-    p = np.arange(length)[:, None]
-    matrix = ((p >= starts) & (p < ends)).astype(a.dtype)
-    precision = None if jnp.issubdtype(a.dtype, jnp.integer) else lax.Precision.HIGHEST
-    total = lax.dot_general(a, matrix, (((axis,), (0,)), ((), ())), precision=precision,
-                            preferred_element_type=a.dtype)
-    return jnp.moveaxis(total, -1, axis)
+    real = (starts[:, None] + np.arange(table.shape[1])) < ends[:, None]
+    shape = [1] * windows.ndim
+    shape[axis:axis + 2] = real.shape
+    windows = jnp.where(real.reshape(shape), windows, jnp.zeros((), a.dtype))
+    return jnp.sum(windows, axis=axis + 1, dtype=a.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("window",))

@@ -141,33 +141,22 @@ def to_full(indices: jax.Array, ncx_shape: Sequence[int], data_format: str,
 def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Array:
     """``out[n, c, o] = x[n, c, position[n, c, o]]``, with ``o`` and ``p`` spatial (flattened).
 
-    Works in either layout; ``position`` holds spatial positions of ``x``'s planes.  The gather
-    reads the flat input at one computed offset per output element, so that XLA fuses the
-    offsets into the gather, and its transpose is a scatter-add with a single index column.
+    Works in either layout; ``position`` holds spatial positions of ``x``'s planes.  The batch
+    and channel axes are batching dimensions of the gather (and of its transpose, a
+    scatter-add), so that a sharded batch or channel axis stays sharded without collectives.
     """
     rank = x.ndim
-    size = math.prod(x.shape[2:]) if data_format == "NCX" else math.prod(x.shape[1:-1])
-    channels = x.shape[window_lib.channel_axis(rank, data_format)]
-    if x.size - 1 <= np.iinfo(np.int32).max:
-        dtype = np.dtype(np.int32)
-    elif jax.config.jax_enable_x64:
-        dtype = np.dtype(np.int64)
-    else:  # too large for int32 offsets: gather within each (n, c) plane instead
-        n = x.shape[0]
-        if data_format == "NCX":
-            out = jnp.take_along_axis(x.reshape(n, channels, size),
-                                      position.reshape(n, channels, -1), axis=2,
-                                      mode="promise_in_bounds")
-        else:
-            out = jnp.take_along_axis(x.reshape(n, size, channels),
-                                      position.reshape(n, -1, channels), axis=1,
-                                      mode="promise_in_bounds")
-        return out.reshape(position.shape)
-    position = position.astype(dtype)
-    batch = _iota(dtype, position.shape, 0)
-    channel = _iota(dtype, position.shape, window_lib.channel_axis(rank, data_format))
+    n, c_axis = x.shape[0], window_lib.channel_axis(rank, data_format)
+    channels = x.shape[c_axis]
     if data_format == "NCX":
-        flat = (batch * channels + channel) * size + position
+        planes, pos, batch = x.reshape(n, channels, -1), 2, (0, 1)
+        index = position.reshape(n, channels, -1, 1)
     else:
-        flat = (batch * size + position) * channels + channel
-    return x.reshape(-1).at[flat].get(mode="promise_in_bounds")
+        planes, pos, batch = x.reshape(n, -1, channels), 1, (0, 2)
+        index = position.reshape(n, -1, channels, 1)
+    numbers = lax.GatherDimensionNumbers(
+        offset_dims=(), collapsed_slice_dims=(pos,), start_index_map=(pos,),
+        operand_batching_dims=batch, start_indices_batching_dims=batch)
+    out = lax.gather(planes, index, numbers, slice_sizes=(1, 1, 1),
+                     mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+    return out.reshape(position.shape)

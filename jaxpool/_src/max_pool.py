@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -47,61 +48,78 @@ def _max_positions(x: jax.Array, window: Window) -> jax.Array:
     fill = lowest(x.dtype)
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    y = delta = None
+    y = jnp.full(window.out_shape, fill, x.dtype)
+    delta = None
     for tap in taps_lib.taps(window):
         view = taps_lib.tap_view(x, window, tap, fill)
         d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
-        if y is None:
-            y, delta = view, jnp.full(view.shape, d)
-            continue
-        if floating:  # larger, or NaN over a non-NaN; a NaN maximum is kept
-            take = ~(view <= y) & (y == y)
-        else:
-            take = view > y
-        y = lax.select(take, view, y)
+        if delta is None:
+            delta = jnp.full(view.shape, d)
+        # Each view is read once (by the max), so that XLA fuses its padding into the loop.
+        # A tap wins when it raises the running maximum, NaN over a non-NaN included; a NaN
+        # maximum is kept.  The values leave through a gather at the positions.
+        y_new = lax.max(y, view)
+        take = y_new != y
+        if floating:
+            take = take & (y == y)
+        y = y_new
         delta = lax.select(take, jnp.broadcast_to(d, view.shape), delta)
     first, _ = taps_lib.first_inside(window)
-    if y is None:  # every window lies in the padding
+    if delta is None:  # every window lies in the padding
         return jnp.broadcast_to(first.astype(pos_dtype), window.out_shape)
     position = taps_lib.window_origins(window, pos_dtype) + delta
-    return jnp.where(y == fill, first.astype(pos_dtype), position)
+    position = jnp.where(y == fill, first.astype(pos_dtype), position)
+    # A remainder by the plane size leaves every position as it is, and XLA counts it as
+    # expensive: it then keeps the chain in one loop rather than recomputing it inside each
+    # consumer, which would share its padded views between loops and so materialise them.
+    return lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
 
 
-def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
-    """The input at ``position``; the padding value for windows with no input element."""
-    y = indices_lib.gather_planes(x, position, window.data_format)
+def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+    """The input at ``position``: each tap's view, selected where that tap holds the argmax.
+
+    Reads ``x`` through the tap views once more (a fused loop, no gather), so that values keep
+    their exact bits (signed zeros, NaN payloads).  Windows with no input element give the
+    padding value.
+    """
+    fill = np.asarray(lowest(x.dtype), x.dtype)
+    offset = position - taps_lib.window_origins(window, position.dtype)
+    y = jnp.full(position.shape, fill)
+    all_taps = list(taps_lib.taps(window))
+    deltas = [taps_lib.tap_delta(window, tap) for tap in all_taps]
+    for tap, d in zip(all_taps, deltas):
+        # Zero padding keeps these views distinct from the argmax chain's, so XLA fuses each
+        # padded view into its one consumer instead of materialising it for two.
+        view = taps_lib.tap_view(x, window, tap, np.zeros((), x.dtype))
+        match = offset == np.asarray(d, position.dtype)
+        if deltas.count(d) > 1:  # taps past an axis' end share offsets: keep the inside one
+            match = match & taps_lib.tap_inside(window, tap)
+        y = lax.select(match, view, y)
     _, inside = taps_lib.first_inside(window)
     if not inside.all():
-        y = jnp.where(inside, y, jnp.asarray(lowest(x.dtype), x.dtype))
+        y = jnp.where(inside, y, fill)
     return y
 
 
-def _tangent(x_dot: jax.Array, position: jax.Array, window: Window) -> jax.Array:
-    """The tangent of the maxima: ``x_dot`` at each window's argmax.
-
-    Written as a sum over taps of the tap's view of ``x_dot``, kept where that tap holds the
-    argmax: linear in ``x_dot``, so its transpose (the gradient) is a sum of strided pads of
-    the masked cotangent, which XLA fuses into one loop without a scatter.  Windows with no
-    input element read only padding and get zero.
-    """
-    pos_dtype = position.dtype
-    offset = position - taps_lib.window_origins(window, pos_dtype)
-    zero = np.asarray(0, x_dot.dtype)
-    y_dot = None
-    for tap in taps_lib.taps(window):
-        view = taps_lib.tap_view(x_dot, window, tap, zero)
-        d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
-        term = jnp.where(offset == d, view, zero)
-        y_dot = term if y_dot is None else y_dot + term
-    if y_dot is None:
-        return jnp.zeros(position.shape, x_dot.dtype)
-    return y_dot
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+    """The maxima given their positions; the positions carry no derivative."""
+    return _select_taps(x, position, window)
 
 
-def _zero_tangent(x_dot: jax.Array, shape) -> jax.Array:
+@_values_at.defjvp
+def _values_at_jvp(window, primals, tangents):
+    # The tangent is ``x_dot`` at the argmax positions, zero for windows with no input element:
+    # a gather whose transpose, the gradient, scatter-adds the cotangents to the positions.
+    (x, position), (x_dot, _) = primals, tangents
+    y = _values_at(x, position, window)
     if x_dot.dtype == jax.dtypes.float0:
-        return np.zeros(shape, jax.dtypes.float0)
-    return jnp.zeros(shape, x_dot.dtype)
+        return y, np.zeros(y.shape, jax.dtypes.float0)
+    y_dot = indices_lib.gather_planes(x_dot, position, window.data_format)
+    _, inside = taps_lib.first_inside(window)
+    if not inside.all():
+        y_dot = jnp.where(inside, y_dot, jnp.zeros((), y_dot.dtype))
+    return y, y_dot
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -109,33 +127,20 @@ def _pool(x: jax.Array, window: Window) -> jax.Array:
     return _max_values(x, window)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def _take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
-    """The maxima given their positions; differentiable in ``x`` through the positions."""
-    return _values_at(x, position, window)
-
-
-@_take.defjvp
-def _take_jvp(window, primals, tangents):
-    (x, position), (x_dot, _) = primals, tangents
-    y = _values_at(x, position, window)
-    if x_dot.dtype == jax.dtypes.float0:
-        return y, _zero_tangent(x_dot, y.shape)
-    return y, _tangent(x_dot, position, window)
-
-
 @_pool.defjvp
 def _pool_jvp(window, primals, tangents):
-    (x,), (x_dot,) = primals, tangents
-    return _take_jvp(window, (x, _max_positions(x, window)), (x_dot, None))
+    position = _max_positions(lax.stop_gradient(primals[0]), window)
+    return jax.jvp(lambda x: _values_at(x, position, window), primals, tangents)
 
 
 @functools.partial(jax.jit, static_argnames=("window", "axis", "index_dtype"))
 def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None):
     if axis is None:
         return _pool(x, window)
+    # The maxima are read at their positions, so every derivative (forward, reverse, higher
+    # order) routes through the argmax positions.
     position = _max_positions(lax.stop_gradient(x), window)
-    y = _take(x, position, window)
+    y = _values_at(x, position, window)
     return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, axis,
                                         index_dtype)
 

@@ -100,3 +100,14 @@ def first_inside(window: Window) -> tuple[np.ndarray, np.ndarray]:
         position = position + broadcast_axis(np.where(ok, pos, 0) * st, window, i, rank)
         inside = inside & broadcast_axis(ok, window, i, rank)
     return np.where(inside, position, 0), inside
+
+
+def tap_inside(window: Window, tap: tuple[int, ...]) -> np.ndarray:
+    """Whether ``tap`` reads the input (not the padding), per output position (broadcasts)."""
+    rank = len(window.shape)
+    inside = np.ones([1] * rank, bool)
+    for i, k in enumerate(tap):
+        lo, hi = window.input_range(i, k)
+        o = np.arange(window.out_spatial[i])
+        inside = inside & broadcast_axis((o >= lo) & (o < hi), window, i, rank)
+    return inside

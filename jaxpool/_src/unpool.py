@@ -63,20 +63,33 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
 @functools.partial(jax.jit, static_argnames=("shape", "axis", "data_format", "dtype"))
 def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str,
                 dtype: np.dtype):
+    """Scatter-adds ``y`` into each ``(n, c)`` plane at the plane position of its index.
+
+    The batch and channel axes are batching dimensions of the scatter, so a sharded batch or
+    channel axis stays sharded.  An index outside its own plane (which no pooling produces)
+    is dropped.
+    """
     ncx_shape = window_lib.to_ncx_shape(shape, data_format)
-    bound = indices_lib.index_bound(ncx_shape, axis)
-    idx = indices.astype(dtype)
-    inside = (idx >= 0) & (idx < np.asarray(bound, dtype))
-    full = indices_lib.to_full(idx, ncx_shape, data_format, axis)
-    full = jnp.where(inside, full, np.asarray(-1, dtype))  # dropped by the scatter
+    size = math.prod(ncx_shape[2:])
+    full = indices_lib.to_full(indices.astype(dtype), ncx_shape, data_format, axis)
+    plane_start = indices_lib.to_full(jnp.zeros(indices.shape, dtype), ncx_shape, data_format, 2)
+    position = full - plane_start
+    inside = (position >= 0) & (position < np.asarray(size, dtype))
+    position = jnp.where(inside, position, np.asarray(size, dtype))  # dropped by the scatter
+    n, c = ncx_shape[:2]
+    if data_format == "NCX":
+        operand, updates, pos = jnp.zeros((n, c, size), y.dtype), y.reshape(n, c, -1), 2
+        batch = (0, 1)
+    else:
+        operand, updates, pos = jnp.zeros((n, size, c), y.dtype), y.reshape(n, -1, c), 1
+        batch = (0, 2)
     numbers = lax.ScatterDimensionNumbers(
-        update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
-    flat = lax.scatter_add(
-        jnp.zeros((math.prod(ncx_shape),), y.dtype), full.reshape(-1, 1), y.reshape(-1),
-        numbers, indices_are_sorted=False, unique_indices=False,
-        mode=lax.GatherScatterMode.FILL_OR_DROP)
-    out = flat.reshape(ncx_shape)
-    return out if data_format == "NCX" else jnp.moveaxis(out, 1, -1)
+        update_window_dims=(), inserted_window_dims=(pos,), scatter_dims_to_operand_dims=(pos,),
+        operand_batching_dims=batch, scatter_indices_batching_dims=batch)
+    out = lax.scatter_add(
+        operand, position.reshape(*updates.shape, 1), updates, numbers,
+        indices_are_sorted=False, unique_indices=False, mode=lax.GatherScatterMode.FILL_OR_DROP)
+    return out.reshape(shape)
 
 
 def max_unpool(
@@ -97,9 +110,10 @@ def max_unpool(
     ``indices`` follow the index convention of :func:`max_pool` with the same ``axis``
     (``adaptive_max_pool`` indices use ``axis=2``): the row-major offset in the NCX view of the
     pooled input, modulo ``prod(ncx_shape[axis:])``; the coordinates that ``axis`` dropped come
-    from each index's own position in ``indices``.  Indices outside ``[0,
-    prod(ncx_shape[axis:]))`` contribute nothing.  Linear in ``y``: its gradient gathers at the
-    indices.
+    from each index's own position in ``indices``.  An index that names no element of its own
+    ``(n, c)`` plane (outside ``[0, prod(ncx_shape[axis:]))``, or, with ``axis`` 0 or 1,
+    another plane; pooling produces neither) contributes nothing.  Linear in ``y``: its
+    gradient gathers at the indices.
 
     Args:
       y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
