@@ -23,7 +23,7 @@ def _ov_type(dtype: np.dtype) -> ov.Type:
     return ov.Type(np.dtype(dtype))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compile(builder, shape: tuple[int, ...], dtype: str, attrs: tuple):
     param = opset8.parameter(list(shape), _ov_type(np.dtype(dtype)))
     node = builder(param, **dict(attrs))

@@ -11,13 +11,13 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import oracle
 import pytest
 import torch
 import torch.nn.functional as F
 from jax.test_util import check_grads
 
 import jaxpool
-import oracle
 
 torch.set_num_threads(1)
 

@@ -53,7 +53,9 @@ def static_int(name: str, value: Any) -> int:
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"`{name}` must be an int, got {value!r} of type {type(value).__name__}.") from None
+        raise TypeError(
+            f"`{name}` must be an int, got {value!r} of type {type(value).__name__}."
+        ) from None
 
 
 def per_axis(name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
@@ -321,7 +323,9 @@ class AdaptiveWindow:
         return max(e - s for s, e in zip(starts, ends))
 
 
-def make_adaptive_window(x_shape: Sequence[int], output_size: Any, data_format: str) -> AdaptiveWindow:
+def make_adaptive_window(
+    x_shape: Sequence[int], output_size: Any, data_format: str
+) -> AdaptiveWindow:
     """Validates ``output_size`` (an int, or one int or ``None`` per spatial axis)."""
     data_format = choice("data_format", data_format, DATA_FORMATS)
     shape = tuple(int(d) for d in x_shape)
