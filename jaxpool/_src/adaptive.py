@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import avg_pool as avg_lib
+from jaxpool._src import averaging
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
@@ -247,6 +247,16 @@ def adaptive_max_pool(
 def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     """Sums ``a`` over the bins of ``axis``: a fused chain over the taps of narrow bins, a
     reshape for wide bins that tile the axis, else a masked sum over static bin windows."""
+    if length % out == 0 and _wide(length, out):
+        width = length // out
+        return jnp.sum(a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]),
+                       axis=axis + 1, dtype=a.dtype)
+    if length % out == 0:
+        return _sum_bins(a, axis, length, out)
+    return _sum_bins_linear(a, axis, length, out)
+
+
+def _sum_bins(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     if not _wide(length, out):
         total = None
         for view, _, real in _axis_taps(a, axis, length, out):
@@ -254,10 +264,6 @@ def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
                 view = jnp.where(_along(real, axis, a.ndim), view, jnp.zeros((), a.dtype))
             total = view if total is None else total + view
         return total
-    if length % out == 0:
-        width = length // out
-        return jnp.sum(a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1:]),
-                       axis=axis + 1, dtype=a.dtype)
     windows, table = _bin_windows(a, axis, length, out)
     starts, ends = _bins(length, out)
     real = (starts[:, None] + np.arange(table.shape[1])) < ends[:, None]
@@ -267,16 +273,46 @@ def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     return jnp.sum(windows, axis=axis + 1, dtype=a.dtype)
 
 
+def _bin_matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
+    """``a`` times the static ``(length, out)`` 0/1 bin matrix along ``axis``."""
+    starts, ends = _bins(length, out)
+    p = np.arange(length)[:, None]
+    matrix = ((p >= starts) & (p < ends)).astype(a.dtype)
+    total = lax.dot_general(a, matrix, (((axis,), (0,)), ((), ())),
+                            precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
+    return jnp.moveaxis(total, -1, axis)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _sum_bins_linear(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
+    """:func:`_sum_bins` for bins that do not tile the axis.
+
+    The value gathers bin elements (exact, infinities included); the derivative is the
+    product with the bin matrix, whose transpose is another small product, so the gradient
+    needs no scatter.
+    """
+    return _sum_bins(a, axis, length, out)
+
+
+@_sum_bins_linear.defjvp
+def _sum_bins_linear_jvp(axis, length, out, primals, tangents):
+    (a,), (a_dot,) = primals, tangents
+    y = _sum_bins_linear(a, axis, length, out)
+    if a_dot.dtype == jax.dtypes.float0:
+        return y, np.zeros(y.shape, jax.dtypes.float0)
+    return y, _bin_matrix_product(a_dot, axis, length, out)
+
+
 @functools.partial(jax.jit, static_argnames=("window",))
 def _adaptive_avg_pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    total = x.astype(avg_lib.accumulator_dtype(x.dtype))
+    total = x.astype(averaging.accumulator_dtype(x.dtype))
     rank = total.ndim
     divisor = np.ones([1] * rank, np.int64)
     for _, axis, length, out in _reduced_axes(window):
         total = _sum_axis(total, axis, length, out)
         starts, ends = _bins(length, out)
         divisor = divisor * _along(ends - starts, axis, rank)
-    return avg_lib.divide(total, divisor, x.dtype)
+    return averaging.divide(total, divisor, x.dtype)
 
 
 def adaptive_avg_pool(

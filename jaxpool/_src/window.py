@@ -141,26 +141,13 @@ def from_ncx_shape(shape: Sequence[int], data_format: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """A sliding pooling window over the spatial axes of an input, after every rule applied.
-
-    ``pads_begin``/``pads_end`` are the pads in force (after ``auto_pad``); windows of the last
-    output position may reach past ``pads_end`` when ``rounding_type`` is ``ceil``.
-    """
+class _Geometry:
+    """Shapes shared by every pooling description: ``data_format``, the input ``shape`` in that
+    layout and ``out_spatial``, the output's spatial size."""
 
     data_format: str
-    shape: tuple[int, ...]  # full input shape, in data_format's layout
-    kernel: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads_begin: tuple[int, ...]
-    pads_end: tuple[int, ...]
+    shape: tuple[int, ...]
     out_spatial: tuple[int, ...]
-
-    @property
-    def nd(self) -> int:
-        return len(self.kernel)
 
     @property
     def spatial_axes(self) -> tuple[int, ...]:
@@ -180,6 +167,28 @@ class Window:
         for a, o in zip(self.spatial_axes, self.out_spatial):
             shape[a] = o
         return tuple(shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window(_Geometry):
+    """A sliding pooling window over the spatial axes of an input, after every rule applied.
+
+    ``pads_begin``/``pads_end`` are the pads in force (after ``auto_pad``); windows of the last
+    output position may reach past ``pads_end`` when ``rounding_type`` is ``ceil``.
+    """
+
+    data_format: str
+    shape: tuple[int, ...]  # full input shape, in data_format's layout
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+
+    @property
+    def nd(self) -> int:
+        return len(self.kernel)
 
     @property
     def dilated_kernel(self) -> tuple[int, ...]:
@@ -283,7 +292,7 @@ def adaptive_bins(length: int, out: int) -> tuple[tuple[int, ...], tuple[int, ..
 
 
 @dataclasses.dataclass(frozen=True)
-class AdaptiveWindow:
+class AdaptiveWindow(_Geometry):
     """Adaptive pooling of ``shape`` (in ``data_format``'s layout) to ``out_spatial``."""
 
     data_format: str
@@ -293,25 +302,6 @@ class AdaptiveWindow:
     @property
     def nd(self) -> int:
         return len(self.out_spatial)
-
-    @property
-    def spatial_axes(self) -> tuple[int, ...]:
-        return spatial_axes(len(self.shape), self.data_format)
-
-    @property
-    def in_spatial(self) -> tuple[int, ...]:
-        return tuple(self.shape[a] for a in self.spatial_axes)
-
-    @property
-    def ncx_shape(self) -> tuple[int, ...]:
-        return to_ncx_shape(self.shape, self.data_format)
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        shape = list(self.shape)
-        for a, o in zip(self.spatial_axes, self.out_spatial):
-            shape[a] = o
-        return tuple(shape)
 
     def bins(self, i: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """``(starts, ends)`` of the bins along spatial axis ``i``."""
