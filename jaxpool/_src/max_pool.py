@@ -37,42 +37,73 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
 
 
 def _max_positions(x: jax.Array, window: Window) -> jax.Array:
-    """The spatial position of each window's maximum (its first occurrence).
+    """The spatial position of each window's maximum (its first occurrence)."""
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    position = _by_regions(window, lambda region: _position_chain(x, window, pos_dtype, region))
+    # A remainder by more than the plane size leaves every position as it is, and XLA counts
+    # it as expensive: it then keeps the chain in its own loop rather than recomputing it
+    # inside each consumer, which would share its padded views between loops and so
+    # materialise them.
+    return lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
+
+
+def _by_regions(window: Window, compute, i: int = 0, region=None) -> jax.Array:
+    """``compute(region)`` over the outputs, split along each spatial axis into the interior
+    (windows inside the input) and the borders (windows reaching into the padding), and
+    concatenated back.  In NCX, where the innermost memory axis is spatial, padded views keep
+    XLA from vectorising the whole loop; this way only the thin borders pay for them.  In NXC
+    the channels are innermost, padding costs little, and one loop beats the concatenation.
+    """
+    region = taps_lib.full_region(window) if region is None else region
+    if i == window.nd or window.data_format != "NCX":
+        return compute(region)
+    r0, r1 = region[i]
+    a, b = taps_lib.interior(window, i)
+    a, b = max(a, r0), min(b, r1)
+    if a >= b or (a, b) == (r0, r1):
+        return _by_regions(window, compute, i + 1, region)
+    pieces = []
+    for lo, hi in ((r0, a), (a, b), (b, r1)):
+        if lo < hi:
+            sub = region[:i] + ((lo, hi),) + region[i + 1:]
+            pieces.append(_by_regions(window, compute, i + 1, sub) if (lo, hi) == (a, b)
+                          else compute(sub))
+    return lax.concatenate(pieces, window.spatial_axes[i])
+
+
+def _position_chain(x: jax.Array, window: Window, pos_dtype: np.dtype,
+                    region: taps_lib.Region) -> jax.Array:
+    """Positions of the maxima for the outputs in ``region``.
 
     The taps are visited in row-major order and a later tap replaces the running maximum only
     when it is strictly larger, or a NaN over a non-NaN, so ties and NaN keep the first
     element.  Where the maximum is the padding value, every input element of the window
     equals it (or there is none), and the position is the window's first input element.
-    Only positions leave the chain: XLA then fuses it, padded views included, into one loop.
     """
     fill = lowest(x.dtype)
     floating = jnp.issubdtype(x.dtype, jnp.floating)
-    pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    y = jnp.full(window.out_shape, fill, x.dtype)
+    shape = taps_lib.region_shape(window, region)
+    y = jnp.full(shape, fill, x.dtype)
     delta = None
     for tap in taps_lib.taps(window):
-        view = taps_lib.tap_view(x, window, tap, fill)
+        view = taps_lib.tap_view(x, window, tap, fill, region)
         d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
         if delta is None:
-            delta = jnp.full(view.shape, d)
+            delta = jnp.full(shape, d)
         # Each view is read once (by the max), so that XLA fuses its padding into the loop.
         # A tap wins when it raises the running maximum, NaN over a non-NaN included; a NaN
-        # maximum is kept.  The values leave through a gather at the positions.
+        # maximum is kept.
         y_new = lax.max(y, view)
         take = y_new != y
         if floating:
             take = take & (y == y)
         y = y_new
-        delta = lax.select(take, jnp.broadcast_to(d, view.shape), delta)
-    first, _ = taps_lib.first_inside(window)
+        delta = lax.select(take, jnp.broadcast_to(d, shape), delta)
+    first, _ = taps_lib.first_inside(window, region)
     if delta is None:  # every window lies in the padding
-        return jnp.broadcast_to(first.astype(pos_dtype), window.out_shape)
-    position = taps_lib.window_origins(window, pos_dtype) + delta
-    position = jnp.where(y == fill, first.astype(pos_dtype), position)
-    # A remainder by the plane size leaves every position as it is, and XLA counts it as
-    # expensive: it then keeps the chain in one loop rather than recomputing it inside each
-    # consumer, which would share its padded views between loops and so materialise them.
-    return lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
+        return jnp.broadcast_to(first.astype(pos_dtype), shape)
+    position = taps_lib.window_origins(window, pos_dtype, region) + delta
+    return jnp.where(y == fill, first.astype(pos_dtype), position)
 
 
 def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
@@ -82,20 +113,32 @@ def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array
     their exact bits (signed zeros, NaN payloads).  Windows with no input element give the
     padding value.
     """
+    def compute(region):
+        start = [0] * position.ndim
+        limit = list(position.shape)
+        for a, (r0, r1) in zip(window.spatial_axes, region):
+            start[a], limit[a] = r0, r1
+        return _select_region(x, lax.slice(position, start, limit), window, region)
+
+    return _by_regions(window, compute)
+
+
+def _select_region(x: jax.Array, position: jax.Array, window: Window,
+                   region: taps_lib.Region) -> jax.Array:
     fill = np.asarray(lowest(x.dtype), x.dtype)
-    offset = position - taps_lib.window_origins(window, position.dtype)
+    offset = position - taps_lib.window_origins(window, position.dtype, region)
     y = jnp.full(position.shape, fill)
     all_taps = list(taps_lib.taps(window))
     deltas = [taps_lib.tap_delta(window, tap) for tap in all_taps]
     for tap, d in zip(all_taps, deltas):
         # Zero padding keeps these views distinct from the argmax chain's, so XLA fuses each
         # padded view into its one consumer instead of materialising it for two.
-        view = taps_lib.tap_view(x, window, tap, np.zeros((), x.dtype))
+        view = taps_lib.tap_view(x, window, tap, np.zeros((), x.dtype), region)
         match = offset == np.asarray(d, position.dtype)
         if deltas.count(d) > 1:  # taps past an axis' end share offsets: keep the inside one
-            match = match & taps_lib.tap_inside(window, tap)
+            match = match & taps_lib.tap_inside(window, tap, region)
         y = lax.select(match, view, y)
-    _, inside = taps_lib.first_inside(window)
+    _, inside = taps_lib.first_inside(window, region)
     if not inside.all():
         y = jnp.where(inside, y, fill)
     return y

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -27,20 +28,49 @@ def taps(window: Window) -> Iterator[tuple[int, ...]]:
             yield tap
 
 
-def tap_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill) -> jax.Array:
-    """The view of ``x`` read by ``tap``; positions in the padding hold ``fill``."""
+Region = tuple  # per spatial axis, a range ``(start, stop)`` of output positions
+
+
+def full_region(window: Window) -> Region:
+    return tuple((0, o) for o in window.out_spatial)
+
+
+def region_shape(window: Window, region: Region) -> tuple[int, ...]:
+    """The shape of the outputs in ``region`` (all batch and channel positions)."""
+    shape = list(window.shape)
+    for a, (r0, r1) in zip(window.spatial_axes, region):
+        shape[a] = r1 - r0
+    return tuple(shape)
+
+
+def interior(window: Window, i: int) -> tuple[int, int]:
+    """Output positions ``[a, b)`` along axis ``i`` whose every tap lies in the input."""
+    ranges = [window.input_range(i, k) for k in range(window.kernel[i])]
+    a, b = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    return (a, b) if a < b else (0, 0)
+
+
+def tap_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill,
+             region: Region | None = None) -> jax.Array:
+    """The view of ``x`` read by ``tap`` for the outputs in ``region`` (default: all);
+    positions in the padding hold ``fill``."""
+    region = full_region(window) if region is None else region
     start = [0] * x.ndim
     limit = list(x.shape)
     stride = [1] * x.ndim
     edges = [(0, 0, 0)] * x.ndim
     needs_pad = False
     for i, (axis, k) in enumerate(zip(window.spatial_axes, tap)):
+        r0, r1 = region[i]
         lo, hi = window.input_range(i, k)
+        lo, hi = min(max(lo, r0), r1), max(min(hi, r1), r0)
+        if lo >= hi:  # this tap reads only padding here
+            return jnp.full(region_shape(window, region), fill, x.dtype)
         s = window.strides[i]
         first = lo * s + k * window.dilations[i] - window.pads_begin[i]
         start[axis], limit[axis], stride[axis] = first, first + (hi - lo - 1) * s + 1, s
-        edges[axis] = (lo, window.out_spatial[i] - hi, 0)
-        needs_pad |= lo > 0 or hi < window.out_spatial[i]
+        edges[axis] = (lo - r0, r1 - hi, 0)
+        needs_pad |= lo > r0 or hi < r1
     view = lax.slice(x, start, limit, stride)
     if needs_pad:
         view = lax.pad(view, np.asarray(fill, x.dtype), edges)
@@ -65,34 +95,38 @@ def broadcast_axis(values: np.ndarray, window: Window, i: int, rank: int) -> np.
     return values.reshape(shape)
 
 
-def window_origins(window: Window, dtype: np.dtype) -> jax.Array:
+def window_origins(window: Window, dtype: np.dtype, region: Region | None = None) -> jax.Array:
     """Spatial position of each output's window origin ``o * strides - pads_begin``.
 
-    The result broadcasts against the output (size 1 on the batch and channel axes).
+    The result broadcasts against the outputs of ``region`` (size 1 on batch and channels).
     """
+    region = full_region(window) if region is None else region
     rank = len(window.shape)
     shape = [1] * rank
-    for a, o in zip(window.spatial_axes, window.out_spatial):
-        shape[a] = o
+    for a, (r0, r1) in zip(window.spatial_axes, region):
+        shape[a] = r1 - r0
     total = None
     for i, st in enumerate(plane_strides(window)):
         term = lax.broadcasted_iota(dtype, shape, window.spatial_axes[i])
-        term = (term * (window.strides[i] * st)) - np.asarray(window.pads_begin[i] * st, dtype)
+        base = (region[i][0] * window.strides[i] - window.pads_begin[i]) * st
+        term = term * (window.strides[i] * st) + np.asarray(base, dtype)
         total = term if total is None else total + term
     return total
 
 
-def first_inside(window: Window) -> tuple[np.ndarray, np.ndarray]:
-    """Per output position: the spatial position of the window's first input element, and
-    whether the window holds any input element at all (position 0 where it does not).
+def first_inside(window: Window, region: Region | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per output position of ``region``: the spatial position of the window's first input
+    element, and whether the window holds any input element at all (position 0 where it does
+    not).
 
     Both are NumPy arrays that broadcast against the output.
     """
+    region = full_region(window) if region is None else region
     rank = len(window.shape)
     position = np.zeros([1] * rank, np.int64)
     inside = np.ones([1] * rank, bool)
     for i, st in enumerate(plane_strides(window)):
-        o = np.arange(window.out_spatial[i])
+        o = np.arange(*region[i])
         s, d, pb = window.strides[i], window.dilations[i], window.pads_begin[i]
         k_first = np.maximum(0, -((o * s - pb) // d))  # first tap at or after position 0
         pos = o * s + k_first * d - pb
@@ -102,12 +136,14 @@ def first_inside(window: Window) -> tuple[np.ndarray, np.ndarray]:
     return np.where(inside, position, 0), inside
 
 
-def tap_inside(window: Window, tap: tuple[int, ...]) -> np.ndarray:
-    """Whether ``tap`` reads the input (not the padding), per output position (broadcasts)."""
+def tap_inside(window: Window, tap: tuple[int, ...], region: Region | None = None) -> np.ndarray:
+    """Whether ``tap`` reads the input (not the padding), per output position of ``region``
+    (broadcasts against the output)."""
+    region = full_region(window) if region is None else region
     rank = len(window.shape)
     inside = np.ones([1] * rank, bool)
     for i, k in enumerate(tap):
         lo, hi = window.input_range(i, k)
-        o = np.arange(window.out_spatial[i])
+        o = np.arange(*region[i])
         inside = inside & broadcast_axis((o >= lo) & (o < hi), window, i, rank)
     return inside
