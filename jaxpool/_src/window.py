@@ -23,7 +23,6 @@ stride 1).
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -94,7 +93,7 @@ def choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
-def check_input(name: str, shape: Sequence[int], dtype: Any, *, integer_ok: bool = True) -> None:
+def check_input(name: str, shape: Sequence[int], dtype: Any) -> None:
     """Checks the rank (3, 4 or 5) and the dtype of a pooling input."""
     if len(shape) not in (3, 4, 5):
         raise ValueError(
@@ -104,10 +103,9 @@ def check_input(name: str, shape: Sequence[int], dtype: Any, *, integer_ok: bool
     dtype = np.dtype(dtype)
     if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 included
         return
-    if integer_ok and np.issubdtype(dtype, np.integer):
+    if np.issubdtype(dtype, np.integer):
         return
-    allowed = "floating or integer" if integer_ok else "floating"
-    raise TypeError(f"`{name}` must have a {allowed} dtype, got {dtype}.")
+    raise TypeError(f"`{name}` must have a floating or integer dtype, got {dtype}.")
 
 
 def spatial_axes(rank: int, data_format: str) -> tuple[int, ...]:
@@ -127,13 +125,6 @@ def to_ncx_shape(shape: Sequence[int], data_format: str) -> tuple[int, ...]:
     if data_format == "NCX":
         return shape
     return (shape[0], shape[-1], *shape[1:-1])
-
-
-def from_ncx_shape(shape: Sequence[int], data_format: str) -> tuple[int, ...]:
-    shape = tuple(shape)
-    if data_format == "NCX":
-        return shape
-    return (shape[0], *shape[2:], shape[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,16 +180,6 @@ class Window(_Geometry):
     @property
     def nd(self) -> int:
         return len(self.kernel)
-
-    @property
-    def dilated_kernel(self) -> tuple[int, ...]:
-        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations))
-
-    @property
-    def is_padded(self) -> bool:
-        """Whether some window reaches outside the input."""
-        return any(self.input_range(i, k) != (0, o)
-                   for i, o in enumerate(self.out_spatial) for k in range(self.kernel[i]))
 
     def input_range(self, i: int, k: int) -> tuple[int, int]:
         """Output positions ``[lo, hi)`` along axis ``i`` whose ``k``-th tap lies in the input.
@@ -352,7 +333,3 @@ def make_adaptive_window(
             raise ValueError(f"`output_size` (={output_size!r}) entries must be at least 1.")
         out.append(o)
     return AdaptiveWindow(data_format, shape, tuple(out))
-
-
-def num_elements(shape: Sequence[int]) -> int:
-    return math.prod(shape)
