@@ -5,8 +5,9 @@ Every contender of one workload runs in the same process, interleaved round by r
 of them alike.  Each round gives one time per contender; the reported time is the median over
 rounds and the reported ratio is the median over rounds of the per-round ratio
 ``jaxpool / peer`` (a paired ratio).  JAX contenders are compiled ahead of time with
-``jax.jit(f).lower(...).compile()`` (timed separately) and every JAX call is wrapped in
-``jax.block_until_ready``.
+``jax.jit(f).lower(...).compile()`` (timed separately).  Every timed stretch ends with a wait
+for its last result (``jax.block_until_ready``, ``torch.cuda.synchronize``); calls shorter
+than 2 ms are repeated back to back inside it.
 
 Peers:
 
@@ -17,6 +18,10 @@ Peers:
   channels-last one (a permuted ``N, L, C`` view for 1-D); indices are requested where the op
   has them; backward is ``y.backward(ct)``.
 * ``openvino``: the OpenVINO CPU runtime, f32, two threads, NCX only, forward only.
+
+On a GPU (JAX's default backend ``gpu``) the PyTorch peers run on CUDA (``torch-NCHW`` /
+``torch-CL``, each call followed by ``torch.cuda.synchronize()``) and OpenVINO, a CPU runtime,
+is left out; the results go to ``results/gpu.json``.
 
 Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
 """
@@ -47,7 +52,7 @@ from jax import lax  # noqa: E402
 import jaxpool  # noqa: E402
 
 THREADS = 2
-DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.json")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 # --------------------------------------------------------------------------------------------
 # Workloads.
@@ -110,13 +115,22 @@ MODES = ("fwd", "fwd+bwd")
 # --------------------------------------------------------------------------------------------
 
 
+def _no_wait(out: Any) -> Any:
+    return out
+
+
 @dataclasses.dataclass
 class Contender:
-    """One timed callable.  ``io_bytes``: bytes of its arguments plus its results."""
+    """One timed callable.  ``io_bytes``: bytes of its arguments plus its results.
+
+    ``call`` may return before the device has finished (JAX and CUDA run asynchronously);
+    ``wait(out)`` blocks until the result ``out`` of a call is ready.
+    """
 
     name: str
     call: Callable[[], Any]
     io_bytes: int
+    wait: Callable[[Any], Any] = _no_wait
     compile_s: float | None = None
     temp_bytes: int | None = None
     times: list[float] = dataclasses.field(default_factory=list)
@@ -135,7 +149,8 @@ def interleaved(
     """Times every contender once per round, rotating the order each round.
 
     Calls faster than ``min_call_s`` are repeated within a round (the same count for every
-    contender of the group) and the time per call is recorded.  A contender whose warm-up
+    contender of the group), back to back with one wait for the device after the last, and
+    the time per call is recorded.  A contender whose warm-up
     call took longer than ``max_call_s`` takes part in the first ``SLOW_ROUNDS`` rounds only
     (its paired ratios use those rounds).
     """
@@ -144,7 +159,7 @@ def interleaved(
     for _ in range(max(1, warmup)):
         for c in contenders:
             t0 = time.perf_counter()
-            c.call()
+            c.wait(c.call())
             elapsed = time.perf_counter() - t0
             fastest = min(fastest, elapsed)
             if elapsed > max_call_s:
@@ -159,7 +174,8 @@ def interleaved(
                 continue
             t0 = time.perf_counter()
             for _ in range(inner):
-                c.call()
+                out = c.call()
+            c.wait(out)
             c.times.append((time.perf_counter() - t0) / inner)
 
 
@@ -184,7 +200,7 @@ def nbytes(*trees: Any) -> int:
 
 
 def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
-    """Compiles ``fn`` ahead of time (timed) and returns a blocking call of the executable."""
+    """Compiles ``fn`` ahead of time (timed) and returns a contender calling the executable."""
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     compile_s = time.perf_counter() - t0
@@ -193,8 +209,9 @@ def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
     out = jax.block_until_ready(compiled(*args))
     return Contender(
         name,
-        lambda: jax.block_until_ready(compiled(*args)),
+        lambda: compiled(*args),
         nbytes(args, out),
+        wait=jax.block_until_ready,
         compile_s=compile_s,
         temp_bytes=temp,
     )
@@ -214,12 +231,13 @@ def copy_bandwidth(quick: bool) -> dict[str, float]:
     increment = jax.jit(lambda x: x + 1, donate_argnums=0).lower(state[0]).compile()
 
     def in_place():
-        state[0] = jax.block_until_ready(increment(state[0]))
+        state[0] = increment(state[0])
+        return state[0]
 
     a = np.zeros((n,), np.float32)
     b = np.empty_like(a)
     contenders = [
-        Contender("xla x+1 in place", in_place, 2 * a.nbytes),
+        Contender("xla x+1 in place", in_place, 2 * a.nbytes, jax.block_until_ready),
         jax_contender("xla x+1", lambda x: x + 1, x),
         Contender("np.copyto", lambda: np.copyto(b, a), 2 * a.nbytes),
     ]
@@ -286,18 +304,24 @@ def grad_of(fn: Callable) -> Callable:
 
 
 class Torch:
-    """PyTorch CPU contenders, imported lazily."""
+    """PyTorch contenders on ``device`` ("cpu", two threads, or "cuda"), imported lazily."""
 
-    def __init__(self):
+    def __init__(self, device: str = "cpu"):
         import torch
         import torch.nn.functional as F
 
         torch.set_num_threads(THREADS)
-        self.torch, self.F = torch, F
+        self.torch, self.F, self.device = torch, F, device
+
+    def wait(self, out: Any) -> Any:
+        """Blocks until the device has finished (CUDA runs asynchronously)."""
+        if self.device != "cpu":
+            self.torch.cuda.synchronize()
+        return out
 
     def tensor(self, x_ncx: np.ndarray, layout: str):
         """The NCX data as a torch tensor: contiguous, or channels-last in memory."""
-        t = self.torch.from_numpy(np.array(x_ncx))
+        t = self.torch.from_numpy(np.array(x_ncx)).to(self.device)
         if layout == "NCX":
             return t
         if t.ndim == 4:
@@ -330,7 +354,7 @@ class Torch:
             y = fwd(x)
         if mode == "fwd":
             out = y if isinstance(y, tuple) else (y,)
-            return Contender(name, lambda: fwd(x), nbytes([x, *out]))
+            return Contender(name, lambda: fwd(x), nbytes([x, *out]), self.wait)
         xg = x.detach().clone().requires_grad_(True)
         ct = self.torch.randn_like(y)
 
@@ -338,7 +362,7 @@ class Torch:
             xg.grad = None
             fwd(xg).backward(ct)
 
-        return Contender(name, call, nbytes([x, ct, x]))
+        return Contender(name, call, nbytes([x, ct, x]), self.wait)
 
     def unpool(
         self, name: str, wl: Workload, layout: str, x_ncx: np.ndarray, mode: str
@@ -353,6 +377,7 @@ class Torch:
                 name,
                 lambda: unpool(y, idx, wl.kernel, wl.strides, output_size=size),
                 nbytes([y, idx, x]),
+                self.wait,
             )
         yg = y.detach().clone().requires_grad_(True)
         ct = self.torch.randn_like(x)
@@ -361,7 +386,7 @@ class Torch:
             yg.grad = None
             unpool(yg, idx, wl.kernel, wl.strides, output_size=size).backward(ct)
 
-        return Contender(name, call, nbytes([y, idx, ct, y]))
+        return Contender(name, call, nbytes([y, idx, ct, y]), self.wait)
 
 
 class OpenVINO:
@@ -670,7 +695,29 @@ def print_summary(groups: list[dict]) -> None:
     print(f"  {counts['PASS']} PASS, {counts['MISS']} MISS, {counts['n/a']} n/a")
 
 
-def plot(groups: list[dict], path: str) -> None:
+def markdown_table(groups: list[dict]) -> str:
+    """The README's table of a run: times and the paired ratios per group."""
+    lines = [
+        "| workload | layout | mode | jaxpool ms | jaxpool + indices ms "
+        "| paired ratio jaxpool / peer |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in groups:
+        times = {r["contender"]: r["median_s"] * 1e3 for r in g["rows"]}
+        ratios = "; ".join(
+            f"{r['ratio']:.2f} ({r['vs']} vs {r['contender']})"
+            for r in g["rows"]
+            if r["ratio"] is not None
+        )
+        idx = times.get("jaxpool+idx")
+        lines.append(
+            f"| {g['workload']} {g['describe']} | {g['layout']} | {g['mode']} "
+            f"| {fmt(times.get('jaxpool'), '.3g', '')} | {fmt(idx, '.3g', '')} | {ratios} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(groups: list[dict], path: str, where: str) -> None:
     try:
         import matplotlib
 
@@ -697,7 +744,7 @@ def plot(groups: list[dict], path: str) -> None:
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xlabel("paired time ratio jaxpool / peer (median over rounds; < 1: jaxpool faster)")
-    ax.set_title("jaxpool vs peers, float32, CPU")
+    ax.set_title(f"jaxpool vs peers, float32, {where}")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -729,22 +776,36 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help=f"a contender slower than this per call runs {SLOW_ROUNDS} rounds",
     )
-    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help="results file")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="results file (default results/latest.json, on a GPU results/gpu.json)",
+    )
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratios (PNG)")
+    parser.add_argument(
+        "--table", metavar="JSON", help="print the markdown table of a results file and exit"
+    )
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
     args = parser.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            print(markdown_table(json.load(f)["groups"]))
+        return 0
     if args.reps is None:
         args.reps = 3 if args.quick else 15
     if args.quick:
         args.warmup = min(args.warmup, 1)
 
-    torch = None if args.no_torch else Torch()
-    openvino = None if args.no_openvino else OpenVINO()
+    gpu = jax.default_backend() == "gpu"
+    if args.json is None:
+        args.json = os.path.join(RESULTS, "gpu.json" if gpu else "latest.json")
+    torch = None if args.no_torch else Torch("cuda" if gpu else "cpu")
+    openvino = None if args.no_openvino or gpu else OpenVINO()
     bandwidths = copy_bandwidth(args.quick)
     bandwidth = bandwidths["xla x+1 in place"]
     print(
-        f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cores, "
+        f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} cores, "
         f"{args.reps} rounds; copy bandwidth (GB/s): "
         + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in bandwidths.items())
         + "; floor = io bytes / 'xla x+1 in place'"
@@ -784,6 +845,8 @@ def main(argv: list[str] | None = None) -> int:
             "openvino": None if openvino is None else openvino.ov.__version__,
             "python": platform.python_version(),
             "machine": platform.machine(),
+            "device": jax.devices()[0].device_kind,
+            "torch_device": None if torch is None else torch.device,
             "cpu_count": os.cpu_count(),
             "threads": THREADS,
             "copy_bandwidth_Bps": bandwidths,
@@ -801,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(result, f, indent=1)
     print(f"\nwrote {args.json}")
     if args.plot:
-        plot(groups, args.plot)
+        plot(groups, args.plot, "GPU " + jax.devices()[0].device_kind if gpu else "CPU")
         print(f"wrote {args.plot}")
     return 0
 

@@ -90,10 +90,6 @@ layouts = pytest.mark.parametrize("data_format", LAYOUTS)
 # Guards that the current code does not meet yet, by test id.  Each is expected to fail
 # (strict: once a change makes one pass, its entry must go, so the guard holds from then on).
 KNOWN_MISSES = {
-    # The backward of a padded 1-D pool keeps the chain's first padded view and the positions
-    # besides the scatter's operands.
-    "test_max_pool_backward_temp_memory[NCX-1d-k3s2p1]": "1-D padded backward temp",
-    "test_max_pool_backward_temp_memory[NXC-1d-k3s2p1]": "1-D padded backward temp",
     # Adaptive pools reduce one axis at a time and keep the partly reduced intermediate
     # (plus, with indices, its positions); the backward of the average scatters per axis.
     **{f"test_adaptive_max_pool_temp_memory[values-{df}-{case}]": "per-axis intermediate"

@@ -47,27 +47,41 @@ def _max_positions(x: jax.Array, window: Window) -> jax.Array:
     return lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
 
 
-def _by_regions(window: Window, compute, i: int = 0, region=None) -> jax.Array:
-    """``compute(region)`` over the outputs, split along each spatial axis into the interior
-    (windows inside the input) and the borders (windows reaching into the padding), and
-    concatenated back.  In NCX, where the innermost memory axis is spatial, padded views keep
-    XLA from vectorising the whole loop; this way only the thin borders pay for them.  In NXC
-    the channels are innermost, padding costs little, and one loop beats the concatenation.
+def _by_regions(window: Window, compute) -> jax.Array:
+    """``compute(region)`` over all outputs; on a CPU in NCX, split into regions.
+
+    There, the outputs are split along each spatial axis into the interior (windows inside the
+    input) and the borders (windows reaching into the padding), and concatenated back: the
+    innermost memory axis is spatial, padded views keep XLA from vectorising the whole loop,
+    and this way only the thin borders pay for them.  In NXC the channels are innermost,
+    padding costs little, and one loop beats the concatenation; a GPU runs one loop faster
+    too.
     """
-    region = taps_lib.full_region(window) if region is None else region
-    if i == window.nd or window.data_format != "NCX":
+    region = taps_lib.full_region(window)
+    splits = any(taps_lib.interior(window, i) not in ((0, 0), (0, o))
+                 for i, o in enumerate(window.out_spatial))
+    if window.data_format != "NCX" or not splits:
         return compute(region)
+    return lax.platform_dependent(
+        cpu=lambda: _split(window, compute, 0, region), default=lambda: compute(region))
+
+
+def _split(window: Window, compute, i: int, region) -> jax.Array | None:
+    """``compute`` over ``region`` split into interior and borders from axis ``i`` on
+    (``None`` where nothing splits)."""
+    if i == window.nd:
+        return None
     r0, r1 = region[i]
     a, b = taps_lib.interior(window, i)
     a, b = max(a, r0), min(b, r1)
     if a >= b or (a, b) == (r0, r1):
-        return _by_regions(window, compute, i + 1, region)
+        return _split(window, compute, i + 1, region)
     pieces = []
     for lo, hi in ((r0, a), (a, b), (b, r1)):
         if lo < hi:
             sub = region[:i] + ((lo, hi),) + region[i + 1:]
-            pieces.append(_by_regions(window, compute, i + 1, sub) if (lo, hi) == (a, b)
-                          else compute(sub))
+            inner = _split(window, compute, i + 1, sub) if (lo, hi) == (a, b) else None
+            pieces.append(compute(sub) if inner is None else inner)
     return lax.concatenate(pieces, window.spatial_axes[i])
 
 
@@ -106,26 +120,26 @@ def _position_chain(x: jax.Array, window: Window, pos_dtype: np.dtype,
     return jnp.where(y == fill, first.astype(pos_dtype), position)
 
 
-def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+def _select_taps(x: jax.Array, position: jax.Array, window: Window, fill) -> jax.Array:
     """The input at ``position``: each tap's view, selected where that tap holds the argmax.
 
     Reads ``x`` through the tap views once more (a fused loop, no gather), so that values keep
-    their exact bits (signed zeros, NaN payloads).  Windows with no input element give the
-    padding value.
+    their exact bits (signed zeros, NaN payloads).  Windows with no input element give
+    ``fill``.
     """
     def compute(region):
         start = [0] * position.ndim
         limit = list(position.shape)
         for a, (r0, r1) in zip(window.spatial_axes, region):
             start[a], limit[a] = r0, r1
-        return _select_region(x, lax.slice(position, start, limit), window, region)
+        return _select_region(x, lax.slice(position, start, limit), window, region, fill)
 
     return _by_regions(window, compute)
 
 
 def _select_region(x: jax.Array, position: jax.Array, window: Window,
-                   region: taps_lib.Region) -> jax.Array:
-    fill = np.asarray(lowest(x.dtype), x.dtype)
+                   region: taps_lib.Region, fill) -> jax.Array:
+    fill = np.asarray(fill, x.dtype)
     offset = position - taps_lib.window_origins(window, position.dtype, region)
     y = jnp.full(position.shape, fill)
     all_taps = list(taps_lib.taps(window))
@@ -147,17 +161,22 @@ def _select_region(x: jax.Array, position: jax.Array, window: Window,
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     """The maxima given their positions; the positions carry no derivative."""
-    return _select_taps(x, position, window)
+    return _select_taps(x, position, window, lowest(x.dtype))
 
 
 @_values_at.defjvp
 def _values_at_jvp(window, primals, tangents):
-    # The tangent is ``x_dot`` at the argmax positions, zero for windows with no input element:
-    # a gather whose transpose, the gradient, scatter-adds the cotangents to the positions.
     (x, position), (x_dot, _) = primals, tangents
     y = _values_at(x, position, window)
     if x_dot.dtype == jax.dtypes.float0:
         return y, np.zeros(y.shape, jax.dtypes.float0)
+    # The tangent is ``x_dot`` at the argmax positions, zero for windows with no input element.
+    if window.nd == 1:
+        # Each tap's view where it won: the transpose, the gradient, places the cotangents
+        # back through each tap's strided slice, a dense loop that beats a 1-D scatter on CPU
+        # and GPU alike, and sums the taps in a fixed order.
+        return y, _select_taps(x_dot, position, window, 0)
+    # A gather, whose transpose scatter-adds the cotangents to the positions.
     y_dot = indices_lib.gather_planes(x_dot, position, window.data_format)
     _, inside = taps_lib.first_inside(window)
     if not inside.all():
