@@ -32,7 +32,8 @@ def _compile(builder, shape: tuple[int, ...], dtype: str, attrs: tuple):
 
 
 def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
-    compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, tuple(sorted(attrs.items())))
+    key = tuple(sorted(attrs.items()))
+    compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, key)
     result = compiled([x])
     return [np.asarray(result[out]) for out in compiled.outputs]
 
