@@ -66,11 +66,10 @@ def _by_regions(window: Window, compute) -> jax.Array:
         cpu=lambda: _split(window, compute, 0, region), default=lambda: compute(region))
 
 
-def _split(window: Window, compute, i: int, region) -> jax.Array | None:
-    """``compute`` over ``region`` split into interior and borders from axis ``i`` on
-    (``None`` where nothing splits)."""
+def _split(window: Window, compute, i: int, region) -> jax.Array:
+    """``compute`` over ``region``, split into interior and borders from axis ``i`` on."""
     if i == window.nd:
-        return None
+        return compute(region)
     r0, r1 = region[i]
     a, b = taps_lib.interior(window, i)
     a, b = max(a, r0), min(b, r1)
@@ -80,8 +79,8 @@ def _split(window: Window, compute, i: int, region) -> jax.Array | None:
     for lo, hi in ((r0, a), (a, b), (b, r1)):
         if lo < hi:
             sub = region[:i] + ((lo, hi),) + region[i + 1:]
-            inner = _split(window, compute, i + 1, sub) if (lo, hi) == (a, b) else None
-            pieces.append(compute(sub) if inner is None else inner)
+            pieces.append(_split(window, compute, i + 1, sub) if (lo, hi) == (a, b)
+                          else compute(sub))
     return lax.concatenate(pieces, window.spatial_axes[i])
 
 
