@@ -20,8 +20,8 @@ Peers:
 * ``openvino``: the OpenVINO CPU runtime, f32, two threads, NCX only, forward only.
 
 On a GPU (JAX's default backend ``gpu``) the PyTorch peers run on CUDA (``torch-NCHW`` /
-``torch-CL``, each call followed by ``torch.cuda.synchronize()``) and OpenVINO, a CPU runtime,
-is left out; the results go to ``results/gpu.json``.
+``torch-CL``) and OpenVINO, a CPU runtime, is left out; the results go to
+``results/gpu.json``.
 
 Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
 """
