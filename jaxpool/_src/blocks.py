@@ -1,0 +1,96 @@
+"""The input elements that per-window positions name, read densely through stride blocks.
+
+Along each spatial axis the padded input is cut into blocks of ``stride`` elements: block
+``b`` holds padded positions ``b * stride + j`` for ``0 <= j < stride``, and window ``o``
+starts in block ``o``.  A window spans ``(kernel - 1) * dilation + 1`` elements, so the windows
+that can hold an element of block ``b`` are ``o = b - m`` for the *phases*
+``0 <= m < M = (kernel - 1) * dilation // stride + 1`` (one phase when windows do not
+overlap).  For a map ``position`` from windows to spatial positions::
+
+    take(x, position)[o] = x[position[o]]
+                         = sum_m sum_j where(position[o] == own(o + m, j), x_blocks[o + m, j], 0)
+
+where ``own(b, j)`` is the spatial position of element ``j`` of block ``b``.  Every operation is
+a pad, a reshape, a comparison or a sum, so the transpose, which places each window's value at
+its position and adds where windows share one, is a single dense loop over the input: no
+scatter.  Its sums run over the windows in row-major output order.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import taps as taps_lib
+from jaxpool._src.window import Window
+
+
+def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+    """``x`` at ``position`` for every window; zero for windows with no input element.
+
+    ``x`` has the input's shape and ``position`` the output's, both in ``window``'s layout;
+    ``position`` holds spatial positions in each ``(n, c)`` plane that lie in their window.
+    Linear in ``x``.
+    """
+    dtype = position.dtype
+    _, inside = taps_lib.first_inside(window)
+    if not inside.all():  # -1 matches no element of the input
+        position = jnp.where(inside, position, np.asarray(-1, dtype))
+
+    spatial = dict(zip(window.spatial_axes, range(window.nd)))
+    phases, blocks = [], []
+    pads = [(0, 0, 0)] * x.ndim
+    for i, a in enumerate(window.spatial_axes):
+        s, pb = window.strides[i], window.pads_begin[i]
+        m = (window.kernel[i] - 1) * window.dilations[i] // s + 1
+        b = min(-(-(pb + window.in_spatial[i]) // s), window.out_spatial[i] + m - 1)
+        phases.append(m)
+        blocks.append(b)
+        pads[a] = (pb, b * s - pb - window.in_spatial[i], 0)  # negative: cropped
+
+    # Each spatial axis becomes (block, offset); `split[a]` is the block axis of axis `a`.
+    split, block_shape, position_shape = {}, [], []
+    for a, n in enumerate(x.shape):
+        split[a] = len(block_shape)
+        if a in spatial:
+            i = spatial[a]
+            block_shape += [blocks[i], window.strides[i]]
+            position_shape += [position.shape[a], 1]
+        else:
+            block_shape.append(n)
+            position_shape.append(position.shape[a])
+    x_blocks = lax.pad(x, np.zeros((), x.dtype), pads).reshape(block_shape)
+    offset_axes = tuple(split[a] + 1 for a in spatial)
+
+    own_shape = [1] * len(block_shape)
+    for a in spatial:
+        own_shape[split[a]:split[a] + 2] = block_shape[split[a]:split[a] + 2]
+    own = None
+    for a, i in spatial.items():
+        s = window.strides[i]
+        term = (lax.broadcasted_iota(dtype, own_shape, split[a]) * s
+                + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
+                - window.pads_begin[i]) * np.asarray(taps_lib.plane_strides(window)[i], dtype)
+        own = term if own is None else own + term
+
+    position = position.reshape(position_shape)
+    zero = np.zeros((), x.dtype)
+    total = None
+    # The transpose adds the phases' contributions in the reverse of this order, which is
+    # row-major output order.
+    for phase in itertools.product(*(range(m) for m in phases)):
+        shift = [(0, 0, 0)] * len(block_shape)
+        unshift = [(0, 0, 0)] * x.ndim
+        for a, i in spatial.items():
+            m, o = phase[i], window.out_spatial[i]
+            shift[split[a]] = (m, blocks[i] - m - o, 0)
+            unshift[a] = (-m, o + m - blocks[i], 0)
+        shifted = lax.pad(position, np.asarray(-1, dtype), shift)
+        term = jnp.sum(jnp.where(shifted == own, x_blocks, zero), axis=offset_axes)
+        term = lax.pad(term, zero, unshift)
+        total = term if total is None else total + term
+    return total
