@@ -18,14 +18,14 @@ import jax
 import numpy as np
 
 
-def assert_sums_equal(actual, expected, output_order=True):
+def assert_sums_equal(actual, expected):
     """Compares gradients that sum cotangents with PyTorch's CPU kernels, which add them in
     output order.
 
-    Bit-exact on a CPU where jaxpool adds in output order too (``output_order``: its scatter);
-    elsewhere to rounding, since a GPU's scatter-add adds in no fixed order.
+    Bit-exact on a CPU, where jaxpool adds in output order too; elsewhere to rounding, since a
+    GPU's scatter-add (the adaptive max pool's backward) adds in no fixed order.
     """
-    if output_order and jax.default_backend() == "cpu":
+    if jax.default_backend() == "cpu":
         np.testing.assert_array_equal(actual, expected)
     else:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
