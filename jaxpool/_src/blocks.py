@@ -5,7 +5,8 @@ Along each spatial axis the padded input is cut into blocks of ``stride`` elemen
 starts in block ``o``.  A window spans ``(kernel - 1) * dilation + 1`` elements, so the windows
 that can hold an element of block ``b`` are ``o = b - m`` for the *phases*
 ``0 <= m < M = (kernel - 1) * dilation // stride + 1`` (one phase when windows do not
-overlap).  For a map ``position`` from windows to spatial positions::
+overlap; with a dilation, only the phases that place a tap in the block).  For a map
+``position`` from windows to spatial positions::
 
     take(x, position)[o] = x[position[o]]
                          = sum_m sum_j where(position[o] == own(o + m, j), x_blocks[o + m, j], 0)
@@ -38,7 +39,7 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     """
     dtype = position.dtype
     _, inside = taps_lib.first_inside(window)
-    if not inside.all():  # -1 matches no element of the input
+    if not inside.all():  # -1 is no input element's position
         position = jnp.where(inside, position, np.asarray(-1, dtype))
 
     spatial = dict(zip(window.spatial_axes, range(window.nd)))
@@ -46,9 +47,12 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     pads = [(0, 0, 0)] * x.ndim
     for i, a in enumerate(window.spatial_axes):
         s, pb = window.strides[i], window.pads_begin[i]
-        m = (window.kernel[i] - 1) * window.dilations[i] // s + 1
+        span = (window.kernel[i] - 1) * window.dilations[i]
+        m = span // s + 1
         b = min(-(-(pb + window.in_spatial[i]) // s), window.out_spatial[i] + m - 1)
-        phases.append(m)
+        # Only phases that put a tap in the block: ``m * s + j`` a multiple of the dilation.
+        phases.append([p for p in range(m) if any(
+            (p * s + j) % window.dilations[i] == 0 and p * s + j <= span for j in range(s))])
         blocks.append(b)
         pads[a] = (pb, b * s - pb - window.in_spatial[i], 0)  # negative: cropped
 
@@ -82,7 +86,7 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     total = None
     # The transpose adds the phases' contributions in the reverse of this order, which is
     # row-major output order.
-    for phase in itertools.product(*(range(m) for m in phases)):
+    for phase in itertools.product(*phases):
         shift = [(0, 0, 0)] * len(block_shape)
         unshift = [(0, 0, 0)] * x.ndim
         for a, i in spatial.items():
