@@ -1,20 +1,22 @@
 """The input elements that per-window positions name, read densely through stride blocks.
 
-Along each spatial axis the padded input is cut into blocks of ``stride`` elements: block
-``b`` holds padded positions ``b * stride + j`` for ``0 <= j < stride``, and window ``o``
-starts in block ``o``.  A window spans ``(kernel - 1) * dilation + 1`` elements, so the windows
-that can hold an element of block ``b`` are ``o = b - m`` for the *phases*
-``0 <= m < M = (kernel - 1) * dilation // stride + 1`` (one phase when windows do not
-overlap; with a dilation, only the phases that place a tap in the block).  For a map
-``position`` from windows to spatial positions::
+Along each spatial axis the input is cut into blocks of ``stride`` elements: block ``b``
+holds positions ``b * stride + j`` for ``0 <= j < stride``.  Window ``o`` starts at
+``o * stride - pads_begin``, so it reads element ``j`` of block ``b`` with its tap at
+``t = (b - o) * stride + j + pads_begin`` from its start, which must be a multiple of the
+dilation in ``[0, (kernel - 1) * dilation]``.  The windows that can hold an element of block
+``b`` are therefore ``o = b - m`` for the few *phases* ``m`` that make ``t`` a tap for some
+``j`` (one phase when windows do not overlap).  For a map ``position`` from windows to
+spatial positions::
 
     take(x, position)[o] = x[position[o]]
                          = sum_m sum_j where(position[o] == own(o + m, j), x_blocks[o + m, j], 0)
 
-where ``own(b, j)`` is the spatial position of element ``j`` of block ``b``.  Every operation is
-a pad, a reshape, a comparison or a sum, so the transpose, which places each window's value at
-its position and adds where windows share one, is a single dense loop over the input: no
-scatter.  Its sums run over the windows in row-major output order.
+where ``own(b, j) = b * stride + j`` is the spatial position of element ``j`` of block ``b``
+(flattened over the spatial axes).  Every operation is a pad, a reshape, a comparison or a
+sum, so the transpose, which places each window's value at its position and adds where
+windows share one, is a single dense loop over the input: no scatter.  Its sums run over the
+windows in row-major output order.
 """
 
 from __future__ import annotations
@@ -46,15 +48,15 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     phases, blocks = [], []
     pads = [(0, 0, 0)] * x.ndim
     for i, a in enumerate(window.spatial_axes):
-        s, pb = window.strides[i], window.pads_begin[i]
+        s, pb, length = window.strides[i], window.pads_begin[i], window.in_spatial[i]
         span = (window.kernel[i] - 1) * window.dilations[i]
-        m = span // s + 1
-        b = min(-(-(pb + window.in_spatial[i]) // s), window.out_spatial[i] + m - 1)
-        # Only phases that put a tap in the block: ``m * s + j`` a multiple of the dilation.
-        phases.append([p for p in range(m) if any(
-            (p * s + j) % window.dilations[i] == 0 and p * s + j <= span for j in range(s))])
-        blocks.append(b)
-        pads[a] = (pb, b * s - pb - window.in_spatial[i], 0)  # negative: cropped
+        # Window ``b - m`` reads element ``j`` of block ``b`` with its tap at ``m * s + j + pb``
+        # from the window's start; keep the phases where that is a tap for some ``j``.
+        phases.append([m for m in range(-((pb + s - 1) // s), (span - pb) // s + 1) if any(
+            0 <= m * s + j + pb <= span and (m * s + j + pb) % window.dilations[i] == 0
+            for j in range(s))])
+        blocks.append(-(-length // s))
+        pads[a] = (0, blocks[-1] * s - length, 0)
 
     # Each spatial axis becomes (block, offset); `split[a]` is the block axis of axis `a`.
     split, block_shape, position_shape = {}, [], []
@@ -78,7 +80,7 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
         s = window.strides[i]
         term = (lax.broadcasted_iota(dtype, own_shape, split[a]) * s
                 + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
-                - window.pads_begin[i]) * np.asarray(taps_lib.plane_strides(window)[i], dtype)
+                ) * np.asarray(taps_lib.plane_strides(window)[i], dtype)
         own = term if own is None else own + term
 
     position = position.reshape(position_shape)
