@@ -169,11 +169,27 @@ def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return _max_values(x, window)
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _found_at(x: jax.Array, y: jax.Array, position: jax.Array,
+              window: AdaptiveWindow) -> jax.Array:
+    """``y``, the maxima of ``x`` found at ``position``, with the derivative of ``x`` read
+    there: a gather, linear in ``x``, so that no derivative differentiates the pairwise
+    reduction (``y`` and ``position`` carry none)."""
+    del x, position
+    return y
+
+
+@_found_at.defjvp
+def _found_at_jvp(window, primals, tangents):
+    x, y, position = primals
+    return _found_at(x, y, position, window), _tangent(tangents[0], position, window)
+
+
 def _max_positions_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
-    """:func:`_max_positions`, with the maxima re-read at the positions: a gather, linear in
-    ``x``, so that higher derivatives never differentiate the pairwise reduction."""
-    _, position = _max_positions(lax.stop_gradient(x), window)
-    return indices_lib.gather_planes(x, position, window.data_format), position
+    """:func:`_max_positions`, differentiable in ``x`` through the positions.  The maxima are
+    the reduction's own picks, which keep the bits of ``x`` at the positions."""
+    y, position = _max_positions(lax.stop_gradient(x), window)
+    return _found_at(x, y, position, window), position
 
 
 @_pool.defjvp
