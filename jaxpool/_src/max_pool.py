@@ -120,26 +120,26 @@ def _position_chain(x: jax.Array, window: Window, pos_dtype: np.dtype,
     return jnp.where(y == fill, first.astype(pos_dtype), position)
 
 
-def _select_taps(x: jax.Array, position: jax.Array, window: Window, fill) -> jax.Array:
+def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     """The input at ``position``: each tap's view, selected where that tap holds the argmax.
 
     Reads ``x`` through the tap views once more (a fused loop, no gather), so that values keep
-    their exact bits (signed zeros, NaN payloads).  Windows with no input element give
-    ``fill``.
+    their exact bits (signed zeros, NaN payloads).  Windows with no input element give the
+    padding value.
     """
     def compute(region):
         start = [0] * position.ndim
         limit = list(position.shape)
         for a, (r0, r1) in zip(window.spatial_axes, region):
             start[a], limit[a] = r0, r1
-        return _select_region(x, lax.slice(position, start, limit), window, region, fill)
+        return _select_region(x, lax.slice(position, start, limit), window, region)
 
     return _by_regions(window, compute)
 
 
 def _select_region(x: jax.Array, position: jax.Array, window: Window,
-                   region: taps_lib.Region, fill) -> jax.Array:
-    fill = np.asarray(fill, x.dtype)
+                   region: taps_lib.Region) -> jax.Array:
+    fill = np.asarray(lowest(x.dtype), x.dtype)
     offset = position - taps_lib.window_origins(window, position.dtype, region)
     y = jnp.full(position.shape, fill)
     all_taps = list(taps_lib.taps(window))
@@ -161,7 +161,7 @@ def _select_region(x: jax.Array, position: jax.Array, window: Window,
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     """The maxima given their positions; the positions carry no derivative."""
-    return _select_taps(x, position, window, lowest(x.dtype))
+    return _select_taps(x, position, window)
 
 
 @_values_at.defjvp
