@@ -89,10 +89,6 @@ def _wide(length: int, out: int) -> bool:
     return int((ends - starts).max()) > _CHAIN_WIDTH
 
 
-def _plane_strides(spatial: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(len(spatial)))
-
-
 def _max_values(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """The bin maxima, one axis at a time (``max`` propagates NaN)."""
     y = x
@@ -135,7 +131,7 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     """
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    strides = _plane_strides(window.in_spatial)
+    strides = indices_lib.plane_strides(window.in_spatial)
     fill = -np.inf if floating else np.iinfo(x.dtype).min
     init = (np.asarray(fill, x.dtype), np.asarray(np.iinfo(pos_dtype).max, pos_dtype))
     y, position = x, None

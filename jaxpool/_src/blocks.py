@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import indices as indices_lib
 from jaxpool._src import taps as taps_lib
 from jaxpool._src.window import Window
 
@@ -75,12 +76,13 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     own_shape = [1] * len(block_shape)
     for a in spatial:
         own_shape[split[a]:split[a] + 2] = block_shape[split[a]:split[a] + 2]
+    plane = indices_lib.plane_strides(window.in_spatial)
     own = None
     for a, i in spatial.items():
         s = window.strides[i]
         term = (lax.broadcasted_iota(dtype, own_shape, split[a]) * s
                 + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
-                ) * np.asarray(taps_lib.plane_strides(window)[i], dtype)
+                ) * np.asarray(plane[i], dtype)
         own = term if own is None else own + term
 
     position = position.reshape(position_shape)

@@ -93,6 +93,12 @@ def position_dtype(spatial: Sequence[int]) -> np.dtype:
     return np.dtype(np.int64)
 
 
+def plane_strides(spatial: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of the spatial axes within one ``(n, c)`` plane:
+    ``flat(p) = sum_i p[i] * plane_strides(spatial)[i]``."""
+    return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
+
+
 def _iota(dtype: np.dtype, shape: Sequence[int], dim: int) -> jax.Array:
     return lax.broadcasted_iota(dtype, tuple(shape), dim)
 

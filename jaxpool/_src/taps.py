@@ -10,7 +10,6 @@ views into whatever consumes them.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 
 import jax
@@ -18,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import indices as indices_lib
 from jaxpool._src.window import Window
 
 
@@ -77,15 +77,10 @@ def tap_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill,
     return view
 
 
-def plane_strides(window: Window) -> tuple[int, ...]:
-    """Row-major strides of the spatial axes within one ``(n, c)`` plane."""
-    spatial = window.in_spatial
-    return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
-
-
 def tap_delta(window: Window, tap: tuple[int, ...]) -> int:
     """Spatial-position offset of ``tap`` from its window's origin ``o * strides - pads_begin``."""
-    return sum(k * d * st for k, d, st in zip(tap, window.dilations, plane_strides(window)))
+    strides = indices_lib.plane_strides(window.in_spatial)
+    return sum(k * d * st for k, d, st in zip(tap, window.dilations, strides))
 
 
 def broadcast_axis(values: np.ndarray, window: Window, i: int, rank: int) -> np.ndarray:
@@ -106,7 +101,7 @@ def window_origins(window: Window, dtype: np.dtype, region: Region | None = None
     for a, (r0, r1) in zip(window.spatial_axes, region):
         shape[a] = r1 - r0
     total = None
-    for i, st in enumerate(plane_strides(window)):
+    for i, st in enumerate(indices_lib.plane_strides(window.in_spatial)):
         term = lax.broadcasted_iota(dtype, shape, window.spatial_axes[i])
         base = (region[i][0] * window.strides[i] - window.pads_begin[i]) * st
         term = term * (window.strides[i] * st) + np.asarray(base, dtype)
@@ -125,7 +120,7 @@ def first_inside(window: Window, region: Region | None = None) -> tuple[np.ndarr
     rank = len(window.shape)
     position = np.zeros([1] * rank, np.int64)
     inside = np.ones([1] * rank, bool)
-    for i, st in enumerate(plane_strides(window)):
+    for i, st in enumerate(indices_lib.plane_strides(window.in_spatial)):
         o = np.arange(*region[i])
         s, d, pb = window.strides[i], window.dilations[i], window.pads_begin[i]
         k_first = np.maximum(0, -((o * s - pb) // d))  # first tap at or after position 0
