@@ -87,8 +87,10 @@ adaptive_cases = pytest.mark.parametrize(
 layouts = pytest.mark.parametrize("data_format", LAYOUTS)
 
 
-# Guards that the current code does not meet yet, by test id.  Each is expected to fail
-# (strict: once a change makes one pass, its entry must go, so the guard holds from then on).
+# Guards that the current code does not meet yet on a CPU, by test id.  There each is expected
+# to fail (strict: once a change makes one pass, its entry must go, so the guard holds from
+# then on).  Other backends fuse differently and run other argmax programs: there an entry may
+# pass.
 KNOWN_MISSES = {
     # Adaptive pools reduce one axis at a time and keep the partly reduced intermediate
     # (plus, with indices, its positions); the backward of the average scatters per axis.
@@ -106,7 +108,8 @@ KNOWN_MISSES = {
 def _known_misses(request):
     reason = KNOWN_MISSES.get(request.node.name)
     if reason is not None:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+        strict = jax.default_backend() == "cpu"
+        request.applymarker(pytest.mark.xfail(strict=strict, reason=reason))
 
 
 def _check_forward(fn, x, what):

@@ -10,13 +10,15 @@ static positions), a shorter bin repeating its last element, which a maximum ign
 masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) reduce a window axis
 instead: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
 windows, masked for the sum (a select, so that infinities stay infinite).  The average
-divides once by the static bin volumes.  The argmax always reduces ``(O, M)`` windows of
-``(value, position)`` pairs.
+divides once by the static bin volumes.  The argmax reduces ``(O, M)`` windows of
+``(value, position)`` pairs one axis at a time; off the CPU, for bins of at most
+``_JOINT_TAPS`` elements, it is one chain over the taps of all axes instead.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -32,6 +34,10 @@ from jaxpool._src.window import AdaptiveWindow
 # Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
 # strong reductions) reduce a window axis, which keeps the compiled program small.
 _CHAIN_WIDTH = 8
+# Off the CPU, bins of at most this many elements in all find their argmax in one chain over
+# the taps; with more, the chain compiles slowly (a 6 x 6 bin takes 0.6 s on an H100) and runs
+# no faster than the reduction one axis at a time.
+_JOINT_TAPS = 25
 
 
 def _bins(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,13 +127,59 @@ def _argmax_pair(floating: bool):
 
 
 def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
-    """The bin maxima and the spatial position of each one's first occurrence (or first NaN).
+    """The bin maxima, with their exact bits, and the spatial position of each one's first
+    occurrence (or first NaN).
+
+    Off the CPU, for small bins, one chain over the taps of all pooled axes gives both
+    (XLA:GPU fuses it into one loop); on a CPU, where XLA makes no loop with two outputs, the
+    pairs reduce one axis at a time.
+    """
+    if math.prod(window.max_bin(i) for i in range(window.nd)) > _JOINT_TAPS:
+        return _max_positions_by_axis(x, window)
+    return lax.platform_dependent(cpu=lambda: _max_positions_by_axis(x, window),
+                                  default=lambda: _max_positions_chain(x, window))
+
+
+def _max_positions_chain(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """:func:`_max_positions` as one chain over the taps of the bins of all axes.
+
+    Tap ``(m_0, ..., m_{d-1})`` is the view of element ``start + m`` of every bin along each
+    axis, in row-major order, so the elements of each bin come in row-major order (a repeated
+    last element again after it), and :func:`indices.replaces` keeps the first maximum.
+    """
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    strides = indices_lib.plane_strides(window.in_spatial)
+
+    def taps(a, i, position):
+        if i == window.nd:
+            yield a, position
+            return
+        axis, length, out = window.spatial_axes[i], window.in_spatial[i], window.out_spatial[i]
+        views = ([(a, np.arange(length))] if out == length
+                 else ((v, p) for v, p, _ in _axis_taps(a, axis, length, out)))
+        for view, p in views:
+            yield from taps(view, i + 1, position + _along(p * strides[i], axis, a.ndim))
+
+    y = position = None
+    for view, p in taps(x, 0, np.zeros([1] * x.ndim, np.int64)):
+        p = jnp.broadcast_to(p.astype(pos_dtype), view.shape)
+        if y is None:
+            y, position = view, p
+            continue
+        take = indices_lib.replaces(view, y)
+        y, position = lax.select(take, view, y), lax.select(take, p, position)
+    return y, position
+
+
+def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
+                           ) -> tuple[jax.Array, jax.Array]:
+    """:func:`_max_positions`, one pooled axis at a time.
 
     Each pooling axis gathers its ``(O, M)`` bin windows of the values and of the positions
     found so far (the flat spatial offset over the axes already reduced, plus the window's own
     offset), then reduces the ``(value, position)`` pairs with :func:`_argmax_pair`, so ties
-    break on the row-major flat index.  (A chain over the taps, as for the values alone,
-    compiles to a much slower program when it also carries positions.)
+    break on the row-major flat index.  (On a CPU, a chain over the taps, as for the values
+    alone, compiles to a much slower program when it also carries positions.)
     """
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
@@ -154,45 +206,22 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     return y, position
 
 
-def _tangent(x_dot: jax.Array, position: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    if x_dot.dtype == jax.dtypes.float0:
-        return np.zeros(position.shape, jax.dtypes.float0)
-    return indices_lib.gather_planes(x_dot, position, window.data_format)
-
-
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return _max_values(x, window)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
-def _found_at(x: jax.Array, y: jax.Array, position: jax.Array,
-              window: AdaptiveWindow) -> jax.Array:
-    """``y``, the maxima of ``x`` found at ``position``, with the derivative of ``x`` read
-    there: a gather, linear in ``x``, so that no derivative differentiates the pairwise
-    reduction (``y`` and ``position`` carry none)."""
-    del x, position
-    return y
-
-
-@_found_at.defjvp
-def _found_at_jvp(window, primals, tangents):
-    x, y, position = primals
-    return _found_at(x, y, position, window), _tangent(tangents[0], position, window)
-
-
 def _max_positions_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
-    """:func:`_max_positions`, differentiable in ``x`` through the positions.  The maxima are
-    the reduction's own picks, which keep the bits of ``x`` at the positions."""
+    """:func:`_max_positions`, differentiable in ``x`` through the positions: the derivative
+    gathers ``x_dot`` there (its transpose, the gradient, is a scatter-add)."""
     y, position = _max_positions(lax.stop_gradient(x), window)
-    return _found_at(x, y, position, window), position
+    read = functools.partial(indices_lib.gather_planes, data_format=window.data_format)
+    return indices_lib.found_at(read, x, y, position), position
 
 
 @_pool.defjvp
 def _pool_jvp(window, primals, tangents):
-    (x,), (x_dot,) = primals, tangents
-    y, position = _max_positions_linear(x, window)
-    return y, _tangent(x_dot, position, window)
+    return jax.jvp(lambda x: _max_positions_linear(x, window)[0], primals, tangents)
 
 
 @functools.partial(jax.jit, static_argnames=("window", "index_dtype"))

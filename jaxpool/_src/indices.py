@@ -7,16 +7,20 @@ input, taken modulo the product of the dimensions from ``axis`` on::
 
 ``axis=0`` is the position in the whole tensor, ``axis=2`` the position in the spatial grid of
 the element's own ``(n, c)`` plane.  The same data in NXC layout gets the same indices.  The
-ops compute ``flat(p)`` (the spatial position) and this module turns it into the index.
+ops compute ``flat(p)`` (the spatial position) and this module turns it into the index.  It
+also holds the rule that picks among equal maxima (:func:`replaces`: the first, and the first
+NaN) and the derivative that every max op routes through its positions (:func:`found_at`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -165,3 +169,35 @@ def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Ar
     out = lax.gather(planes, index, numbers, slice_sizes=(1, 1, 1),
                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
     return out.reshape(position.shape)
+
+
+def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
+    """Whether a later ``candidate`` replaces the ``running`` maximum of a scan in row-major
+    order: it is strictly larger, or a NaN over a number.  So ties and NaN keep the first
+    element, and the winner's bits are kept as they are (signed zeros, NaN payloads)."""
+    take = candidate > running
+    if jnp.issubdtype(candidate.dtype, jnp.floating):
+        take = take | ((candidate != candidate) & (running == running))
+    return take
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def found_at(read: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, y: jax.Array,
+             position: jax.Array) -> jax.Array:
+    """``y``, the maxima of ``x`` found at ``position`` by a search that carries no derivative,
+    with the derivative of ``x`` read there: ``read(x_dot, position)``, linear in ``x_dot``.
+
+    So every derivative (forward, reverse, higher order) of the maxima routes through the
+    argmax positions, and none differentiates the search.
+    """
+    del read, x, position
+    return y
+
+
+@found_at.defjvp
+def _found_at_jvp(read, primals, tangents):
+    x, y, position = primals
+    y = found_at(read, x, y, position)
+    if tangents[0].dtype == jax.dtypes.float0:
+        return y, np.zeros(y.shape, jax.dtypes.float0)
+    return y, read(tangents[0], position)

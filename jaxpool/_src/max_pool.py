@@ -37,34 +37,48 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
     return y
 
 
-def _max_positions(x: jax.Array, window: Window) -> jax.Array:
-    """The spatial position of each window's maximum (its first occurrence)."""
+def _argmax(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
+    """The window maxima, with their exact bits, and the spatial position of each one's first
+    occurrence (or first NaN).
+
+    Off the CPU (XLA:GPU fuses sibling loops) one chain over the tap views gives both.  On a
+    CPU, XLA makes no loop with two outputs, and a chain that selects the values reads each
+    padded view twice, which materialises it; there the positions come from a chain of
+    ``max`` that reads each view once, and the values from a second pass that selects each
+    tap's view where it holds the argmax.
+    """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    position = _by_regions(window, lambda region: _position_chain(x, window, pos_dtype, region))
-    # A remainder by more than the plane size leaves every position as it is, and XLA counts
-    # it as expensive: it then keeps the chain in its own loop rather than recomputing it
-    # inside each consumer, which would share its padded views between loops and so
-    # materialise them.
-    return lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
+    region = taps_lib.full_region(window)
+
+    def cpu():
+        position = _by_regions(
+            window, lambda region: _argmax_chain(x, window, pos_dtype, region, False)[1])
+        # A remainder by more than the plane size leaves every position as it is, and XLA
+        # counts it as expensive: it then keeps the chain in its own loop rather than
+        # recomputing it inside each consumer, which would share its padded views between
+        # loops and so materialise them.
+        position = lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
+        return _select_taps(x, position, window), position
+
+    return lax.platform_dependent(
+        cpu=cpu, default=lambda: _argmax_chain(x, window, pos_dtype, region, True))
 
 
 def _by_regions(window: Window, compute) -> jax.Array:
-    """``compute(region)`` over all outputs; on a CPU in NCX, split into regions.
+    """``compute(region)`` over all outputs; in NCX, split into regions.
 
-    There, the outputs are split along each spatial axis into the interior (windows inside the
+    The outputs are split along each spatial axis into the interior (windows inside the
     input) and the borders (windows reaching into the padding), and concatenated back: the
-    innermost memory axis is spatial, padded views keep XLA from vectorising the whole loop,
-    and this way only the thin borders pay for them.  In NXC the channels are innermost,
-    padding costs little, and one loop beats the concatenation; a GPU runs one loop faster
-    too.
+    innermost memory axis is spatial, padded views keep XLA's CPU backend from vectorising the
+    whole loop, and this way only the thin borders pay for them.  In NXC the channels are
+    innermost, padding costs little, and one loop beats the concatenation.
     """
     region = taps_lib.full_region(window)
     splits = any(taps_lib.interior(window, i) not in ((0, 0), (0, o))
                  for i, o in enumerate(window.out_spatial))
     if window.data_format != "NCX" or not splits:
         return compute(region)
-    return lax.platform_dependent(
-        cpu=lambda: _split(window, compute, 0, region), default=lambda: compute(region))
+    return _split(window, compute, 0, region)
 
 
 def _split(window: Window, compute, i: int, region) -> jax.Array:
@@ -85,13 +99,15 @@ def _split(window: Window, compute, i: int, region) -> jax.Array:
     return lax.concatenate(pieces, window.spatial_axes[i])
 
 
-def _position_chain(x: jax.Array, window: Window, pos_dtype: np.dtype,
-                    region: taps_lib.Region) -> jax.Array:
-    """Positions of the maxima for the outputs in ``region``.
+def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: taps_lib.Region,
+                  exact: bool) -> tuple[jax.Array, jax.Array]:
+    """The maxima and their positions for the outputs in ``region``.
 
     The taps are visited in row-major order and a later tap replaces the running maximum only
     when it is strictly larger, or a NaN over a non-NaN, so ties and NaN keep the first
-    element.  Where the maximum is the padding value, every input element of the window
+    element.  With ``exact``, the running maximum selects the winning view, keeping its bits;
+    otherwise it is a ``max``, which reads each view once (its signed zeros and NaN payloads
+    may differ).  Where the maximum is the padding value, every input element of the window
     equals it (or there is none), and the position is the window's first input element.
     """
     fill = lowest(x.dtype)
@@ -104,20 +120,24 @@ def _position_chain(x: jax.Array, window: Window, pos_dtype: np.dtype,
         d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
         if delta is None:
             delta = jnp.full(shape, d)
-        # Each view is read once (by the max), so that XLA fuses its padding into the loop.
-        # A tap wins when it raises the running maximum, NaN over a non-NaN included; a NaN
-        # maximum is kept.
-        y_new = lax.max(y, view)
-        take = y_new != y
-        if floating:
-            take = take & (y == y)
-        y = y_new
+        if exact:
+            take = indices_lib.replaces(view, y)
+            y = lax.select(take, view, y)
+        else:
+            # Each view is read once (by the max), so that XLA fuses its padding into the
+            # loop.  A tap wins when it raises the running maximum, NaN over a non-NaN
+            # included; a NaN maximum is kept.
+            y_new = lax.max(y, view)
+            take = y_new != y
+            if floating:
+                take = take & (y == y)
+            y = y_new
         delta = lax.select(take, jnp.broadcast_to(d, shape), delta)
     first, _ = taps_lib.first_inside(window, region)
     if delta is None:  # every window lies in the padding
-        return jnp.broadcast_to(first.astype(pos_dtype), shape)
+        return y, jnp.broadcast_to(first.astype(pos_dtype), shape)
     position = taps_lib.window_origins(window, pos_dtype, region) + delta
-    return jnp.where(y == fill, first.astype(pos_dtype), position)
+    return y, jnp.where(y == fill, first.astype(pos_dtype), position)
 
 
 def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
@@ -158,21 +178,13 @@ def _select_region(x: jax.Array, position: jax.Array, window: Window,
     return y
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def _values_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
-    """The maxima given their positions; the positions carry no derivative."""
-    return _select_taps(x, position, window)
-
-
-@_values_at.defjvp
-def _values_at_jvp(window, primals, tangents):
-    (x, position), (x_dot, _) = primals, tangents
-    y = _values_at(x, position, window)
-    if x_dot.dtype == jax.dtypes.float0:
-        return y, np.zeros(y.shape, jax.dtypes.float0)
-    # The tangent is ``x_dot`` at the argmax positions, zero for windows with no input
-    # element; its transpose, the gradient, places the cotangents back in one dense loop.
-    return y, blocks_lib.take(x_dot, position, window)
+def _argmax_linear(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
+    """:func:`_argmax`, differentiable in ``x`` through the positions: the derivative reads
+    ``x_dot`` at the argmax positions (zero for windows with no input element), and its
+    transpose, the gradient, places the cotangents back in one dense loop."""
+    y, position = _argmax(lax.stop_gradient(x), window)
+    read = functools.partial(blocks_lib.take, window=window)
+    return indices_lib.found_at(read, x, y, position), position
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -182,18 +194,14 @@ def _pool(x: jax.Array, window: Window) -> jax.Array:
 
 @_pool.defjvp
 def _pool_jvp(window, primals, tangents):
-    position = _max_positions(lax.stop_gradient(primals[0]), window)
-    return jax.jvp(lambda x: _values_at(x, position, window), primals, tangents)
+    return jax.jvp(lambda x: _argmax_linear(x, window)[0], primals, tangents)
 
 
 @functools.partial(jax.jit, static_argnames=("window", "axis", "index_dtype"))
 def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None):
     if axis is None:
         return _pool(x, window)
-    # The maxima are read at their positions, so every derivative (forward, reverse, higher
-    # order) routes through the argmax positions.
-    position = _max_positions(lax.stop_gradient(x), window)
-    y = _values_at(x, position, window)
+    y, position = _argmax_linear(x, window)
     return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, axis,
                                         index_dtype)
 

@@ -1,0 +1,79 @@
+"""The programs that run off the CPU (GPU, TPU), checked here on the CPU.
+
+``max_pool`` and ``adaptive_max_pool`` choose their argmax program with
+``lax.platform_dependent``: a CPU runs its own branch, so these tests make every
+``platform_dependent`` take its default branch and run the runtime, PyTorch and gradient
+checks of the op modules through it.
+"""
+
+from __future__ import annotations
+
+import jax
+import pytest
+import test_adaptive
+import test_max_pool
+
+
+@pytest.fixture(autouse=True)
+def default_branch(monkeypatch):
+    """Every ``lax.platform_dependent`` takes its ``default`` branch; the test must use one."""
+    taken = []
+
+    def platform_dependent(*args, default, **per_platform):
+        taken.append(sorted(per_platform))
+        return default(*args)
+
+    jax.clear_caches()
+    monkeypatch.setattr(jax.lax, "platform_dependent", platform_dependent)
+    yield
+    jax.clear_caches()
+    assert taken, "no platform-dependent branch was traced"
+
+
+@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261123, count=80),
+                         ids=lambda c: f"{c[0]}")
+def test_max_pool_matches_runtime_on_random_grid(config):
+    test_max_pool.test_matches_runtime_on_random_grid(config)
+
+
+@pytest.mark.parametrize("attrs", test_max_pool.EDGE_ATTRS)
+@pytest.mark.parametrize("data", ["constant", "ties", "posinf", "int8_extremes"])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_max_pool_edge_cases(attrs, data, data_format):
+    test_max_pool.test_edge_cases_match_runtime(attrs, data, data_format)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
+def test_max_pool_special_windows(dtype):
+    if dtype == "float32":
+        test_max_pool.test_nan_propagates_with_the_first_nan_index()
+        test_max_pool.test_minus_inf_window_gives_its_first_element()
+    else:
+        test_max_pool.test_window_of_integer_minima(dtype)
+    test_max_pool.test_window_without_input_elements(dtype)
+
+
+@pytest.mark.parametrize("config", test_max_pool._torch_grid(12))
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_max_pool_matches_pytorch(config, data_format):
+    test_max_pool.test_matches_pytorch_values_indices_and_gradients(config, data_format)
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_max_pool_check_grads(data_format, x64):
+    for attrs in [dict(kernel=3, strides=2, pads_begin=1, pads_end=1),
+                  dict(kernel=(2, 3), strides=(2, 1), auto_pad="same_lower")]:
+        test_max_pool.test_check_grads_both_modes_order_two(attrs, data_format, None)
+    test_max_pool.test_forward_mode_transformations(None)
+
+
+@pytest.mark.parametrize("seed", range(0, 100, 3))
+def test_adaptive_max_matches_runtime(seed):
+    test_adaptive.test_max_matches_runtime(seed)
+
+
+def test_adaptive_nan_inf_and_grads(x64):
+    test_adaptive.test_nan_and_inf()
+    test_adaptive.test_grads(None)
+    for nd in (1, 2, 3):
+        test_adaptive.test_matches_torch_with_grads(nd)
