@@ -8,10 +8,18 @@ checks of the op modules through it.
 
 from __future__ import annotations
 
+import math
+
 import jax
+import numpy as np
+import oracle
 import pytest
 import test_adaptive
 import test_max_pool
+
+import jaxpool
+from jaxpool._src import adaptive
+from jaxpool._src import window as window_lib
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +42,22 @@ def default_branch(monkeypatch):
                          ids=lambda c: f"{c[0]}")
 def test_max_pool_matches_runtime_on_random_grid(config):
     test_max_pool.test_matches_runtime_on_random_grid(config)
+
+
+@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261124, count=60),
+                         ids=lambda c: f"{c[0]}")
+def test_max_pool_values_only_match_runtime(config):
+    shape, dtype, data_format, opset, _, _, attrs, ties, seed = config
+    x = test_max_pool._random_input(np.random.default_rng(seed), shape, dtype, ties=ties)
+    with jax.enable_x64(dtype == "float64"):
+        expected, _ = test_max_pool._max_pool_runtime(x, opset, **attrs)
+        if data_format == "NXC":
+            y = oracle.to_ncx(np.asarray(jaxpool.max_pool(oracle.to_nxc(x), data_format="NXC",
+                                                          **attrs)))
+        else:
+            y = np.asarray(jaxpool.max_pool(x, **attrs))
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y, expected, err_msg=str(attrs))
 
 
 @pytest.mark.parametrize("attrs", test_max_pool.EDGE_ATTRS)
@@ -67,7 +91,16 @@ def test_max_pool_check_grads(data_format, x64):
     test_max_pool.test_forward_mode_transformations(None)
 
 
-@pytest.mark.parametrize("seed", range(0, 100, 3))
+def _joint_chain_seeds():
+    """The runtime-check seeds whose bins are small enough for the one-chain argmax."""
+    for seed in range(100):
+        cfg = test_adaptive._config(seed)
+        window = window_lib.make_adaptive_window(cfg["shape"], cfg["output_size"], "NCX")
+        if math.prod(window.max_bin(i) for i in range(window.nd)) <= adaptive._JOINT_TAPS:
+            yield seed
+
+
+@pytest.mark.parametrize("seed", list(_joint_chain_seeds()))
 def test_adaptive_max_matches_runtime(seed):
     test_adaptive.test_max_matches_runtime(seed)
 
