@@ -7,7 +7,9 @@ rounds and the reported ratio is the median over rounds of the per-round ratio
 ``jaxpool / peer`` (a paired ratio).  JAX contenders are compiled ahead of time with
 ``jax.jit(f).lower(...).compile()`` (timed separately).  Every timed stretch ends with a wait
 for its last result (``jax.block_until_ready``, ``torch.cuda.synchronize``); calls shorter
-than 2 ms are repeated back to back inside it.
+than ``--min-stretch-ms`` (2 ms on a CPU, 20 ms on a GPU, where a call of tens of
+microseconds would otherwise share its stretch with the launch and the wait) are repeated
+back to back inside it.
 
 Peers:
 
@@ -574,7 +576,8 @@ def matched_jaxpool(peer: str, names: list[str]) -> str | None:
 
 def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandwidth):
     cs, sizes = build_group(wl, layout, mode, torch, openvino)
-    interleaved(cs, rounds=args.reps, warmup=args.warmup, max_call_s=args.max_call_s)
+    interleaved(cs, rounds=args.reps, warmup=args.warmup, min_call_s=args.min_stretch_ms / 1e3,
+                max_call_s=args.max_call_s)
     by_name = {c.name: c for c in cs}
     names = list(by_name)
     rows = []
@@ -770,6 +773,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, help="timed rounds per group (default 15; quick 3)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     parser.add_argument(
+        "--min-stretch-ms",
+        type=float,
+        metavar="MS",
+        help="repeat shorter calls back to back within a timed stretch (default 2; GPU 20)",
+    )
+    parser.add_argument(
         "--max-call-s",
         type=float,
         default=2.0,
@@ -798,6 +807,8 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup = min(args.warmup, 1)
 
     gpu = jax.default_backend() == "gpu"
+    if args.min_stretch_ms is None:
+        args.min_stretch_ms = 20.0 if gpu else 2.0
     if args.json is None:
         args.json = os.path.join(RESULTS, "gpu.json" if gpu else "latest.json")
     torch = None if args.no_torch else Torch("cuda" if gpu else "cpu")
@@ -853,6 +864,7 @@ def main(argv: list[str] | None = None) -> int:
             "floor_bandwidth": "xla x+1 in place",
             "rounds": args.reps,
             "warmup": args.warmup,
+            "min_stretch_ms": args.min_stretch_ms,
             "quick": args.quick,
             "only": args.only,
             "skipped": sorted(skipped),

@@ -1,6 +1,6 @@
 """The programs that run off the CPU (GPU, TPU), checked here on the CPU.
 
-``max_pool`` and ``adaptive_max_pool`` choose their argmax program with
+``max_pool``, ``avg_pool`` and ``adaptive_max_pool`` choose some of their programs with
 ``lax.platform_dependent``: a CPU runs its own branch, so these tests make every
 ``platform_dependent`` take its default branch and run the runtime, PyTorch and gradient
 checks of the op modules through it.
@@ -15,10 +15,12 @@ import numpy as np
 import oracle
 import pytest
 import test_adaptive
+import test_avg_pool
 import test_max_pool
 
 import jaxpool
 from jaxpool._src import adaptive
+from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
 
 
@@ -110,3 +112,35 @@ def test_adaptive_nan_inf_and_grads(x64):
     test_adaptive.test_grads(None)
     for nd in (1, 2, 3):
         test_adaptive.test_matches_torch_with_grads(nd)
+
+
+def _avg_seeds_with_input():
+    """The runtime-check seeds where some window holds an input element (the others give 0
+    without a reduction)."""
+    for seed in range(0, 100, 2):
+        cfg = test_avg_pool._config(seed)
+        window = window_lib.make_window(
+            cfg["shape"], cfg["kernel"], cfg["strides"], cfg["pads_begin"], cfg["pads_end"],
+            None, rounding_type=cfg["rounding_type"], auto_pad=cfg["auto_pad"],
+            data_format="NCX")
+        if any(True for _ in taps_lib.taps(window)):
+            yield seed
+
+
+@pytest.mark.parametrize("seed", list(_avg_seeds_with_input()))
+def test_avg_pool_matches_runtime(seed):
+    test_avg_pool.test_matches_runtime(seed)
+
+
+def test_avg_pool_special_cases_and_grads(x64):
+    test_avg_pool.test_all_padding_window_with_exclude_pad_is_zero()
+    test_avg_pool.test_grads(None)
+    for nd in (1, 2, 3):
+        test_avg_pool.test_matches_torch(nd, True, False)
+        test_avg_pool.test_matches_torch(nd, False, True)
+
+
+def test_avg_pool_float16_and_integers():
+    test_avg_pool.test_float16_accumulates_in_float32()
+    for dtype in ("int8", "uint8", "int32"):
+        test_avg_pool.test_integer_rounds_half_to_even(dtype, lambda fn, *args: fn(*args))

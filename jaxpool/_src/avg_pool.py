@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
@@ -38,16 +39,40 @@ def _divisors(window: Window, exclude_pad: bool) -> np.ndarray:
     return divisor
 
 
-@functools.partial(jax.jit, static_argnames=("window", "exclude_pad"))
-def _avg_pool(x: jax.Array, window: Window, exclude_pad: bool) -> jax.Array:
-    acc = accumulator_dtype(x.dtype)
-    xa = x.astype(acc)
+def _tap_sum(x: jax.Array, window: Window) -> jax.Array:
+    """The window sums as a fused chain of ``+`` over the tap views (padding adds 0)."""
     total = None
     for tap in taps_lib.taps(window):
-        view = taps_lib.tap_view(xa, window, tap, 0)
+        view = taps_lib.tap_view(x, window, tap, 0)
         total = view if total is None else total + view
-    if total is None:  # every window lies in the padding
+    return total
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _window_sum(x: jax.Array, window: Window) -> jax.Array:
+    """The window sums: on a CPU the tap chain, several times faster there than XLA's
+    ``reduce_window``; elsewhere ``reduce_window``, which a GPU runs at its memory floor.  The
+    derivative is the tap chain on either, whose transpose (the gradient) pads and adds the
+    strided cotangents in one fused loop."""
+    return lax.platform_dependent(
+        cpu=lambda: _tap_sum(x, window),
+        default=lambda: taps_lib.reduce_window(x, window, 0, lax.add))
+
+
+@_window_sum.defjvp
+def _window_sum_jvp(window, primals, tangents):
+    (x,), (x_dot,) = primals, tangents
+    y = _window_sum(x, window)
+    if x_dot.dtype == jax.dtypes.float0:
+        return y, np.zeros(y.shape, jax.dtypes.float0)
+    return y, _tap_sum(x_dot, window)
+
+
+@functools.partial(jax.jit, static_argnames=("window", "exclude_pad"))
+def _avg_pool(x: jax.Array, window: Window, exclude_pad: bool) -> jax.Array:
+    if not any(True for _ in taps_lib.taps(window)):  # every window lies in the padding
         return jnp.zeros(window.out_shape, x.dtype)
+    total = _window_sum(x.astype(accumulator_dtype(x.dtype)), window)
     return divide(total, _divisors(window, exclude_pad), x.dtype)
 
 

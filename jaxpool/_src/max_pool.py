@@ -31,8 +31,9 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
     On a CPU, a fused chain of ``max`` over the tap views, several times faster there than
     XLA's ``reduce_window``; elsewhere ``reduce_window``, which a GPU runs at its memory floor.
     """
-    return lax.platform_dependent(cpu=lambda: _max_chain(x, window),
-                                  default=lambda: _reduce_window_max(x, window))
+    return lax.platform_dependent(
+        cpu=lambda: _max_chain(x, window),
+        default=lambda: taps_lib.reduce_window(x, window, lowest(x.dtype), lax.max))
 
 
 def _max_chain(x: jax.Array, window: Window) -> jax.Array:
@@ -44,22 +45,6 @@ def _max_chain(x: jax.Array, window: Window) -> jax.Array:
     if y is None:  # every window lies in the padding
         y = jnp.full(window.out_shape, fill, x.dtype)
     return y
-
-
-def _reduce_window_max(x: jax.Array, window: Window) -> jax.Array:
-    """``lax.reduce_window`` of ``max``, padded with the padding value up to the last window's
-    end (cropped where floor rounding leaves input elements unread)."""
-    dims, strides, dilations = [1] * x.ndim, [1] * x.ndim, [1] * x.ndim
-    padding = [(0, 0)] * x.ndim
-    for i, a in enumerate(window.spatial_axes):
-        s, d, pb = window.strides[i], window.dilations[i], window.pads_begin[i]
-        end = (window.out_spatial[i] - 1) * s + (window.kernel[i] - 1) * d + 1 - pb
-        if end < x.shape[a]:
-            x = lax.slice_in_dim(x, 0, max(end, 0), axis=a)
-        dims[a], strides[a], dilations[a] = window.kernel[i], s, d
-        padding[a] = (pb, end - x.shape[a])
-    return lax.reduce_window(x, np.asarray(lowest(x.dtype), x.dtype), lax.max, dims, strides,
-                             padding, window_dilation=dilations)
 
 
 def _argmax(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:

@@ -4,7 +4,8 @@ A *tap* is one kernel offset ``k = (k_0, ..., k_{d-1})``.  Its view holds, for e
 position ``o``, the input element ``x[o * strides + k * dilations - pads_begin]``, or ``fill``
 where that position lies in the padding.  Each view is a strided slice of the unpadded input,
 edge-padded only on the output positions whose tap falls outside the input, so XLA fuses the
-views into whatever consumes them.
+views into whatever consumes them.  :func:`reduce_window` reduces the same windows with XLA's
+``reduce_window``, for the backends that run it at their memory floor.
 """
 
 from __future__ import annotations
@@ -142,3 +143,19 @@ def tap_inside(window: Window, tap: tuple[int, ...], region: Region | None = Non
         o = np.arange(*region[i])
         inside = inside & broadcast_axis((o >= lo) & (o < hi), window, i, rank)
     return inside
+
+
+def reduce_window(x: jax.Array, window: Window, init, computation) -> jax.Array:
+    """``lax.reduce_window`` of ``computation`` over ``window``'s windows, padded with ``init``
+    up to the last window's end (cropped where floor rounding leaves input elements unread)."""
+    dims, strides, dilations = [1] * x.ndim, [1] * x.ndim, [1] * x.ndim
+    padding = [(0, 0)] * x.ndim
+    for i, a in enumerate(window.spatial_axes):
+        s, d, pb = window.strides[i], window.dilations[i], window.pads_begin[i]
+        end = (window.out_spatial[i] - 1) * s + (window.kernel[i] - 1) * d + 1 - pb
+        if end < x.shape[a]:
+            x = lax.slice_in_dim(x, 0, max(end, 0), axis=a)
+        dims[a], strides[a], dilations[a] = window.kernel[i], s, d
+        padding[a] = (pb, end - x.shape[a])
+    return lax.reduce_window(x, np.asarray(init, x.dtype), computation, dims, strides, padding,
+                             window_dilation=dilations)
