@@ -40,13 +40,13 @@ def default_branch(monkeypatch):
     assert taken, "no platform-dependent branch was traced"
 
 
-@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261123, count=80),
+@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261123, count=48),
                          ids=lambda c: f"{c[0]}")
 def test_max_pool_matches_runtime_on_random_grid(config):
     test_max_pool.test_matches_runtime_on_random_grid(config)
 
 
-@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261124, count=60),
+@pytest.mark.parametrize("config", test_max_pool._grid(seed=20261124, count=32),
                          ids=lambda c: f"{c[0]}")
 def test_max_pool_values_only_match_runtime(config):
     shape, dtype, data_format, opset, _, _, attrs, ties, seed = config
@@ -79,7 +79,7 @@ def test_max_pool_special_windows(dtype):
     test_max_pool.test_window_without_input_elements(dtype)
 
 
-@pytest.mark.parametrize("config", test_max_pool._torch_grid(12))
+@pytest.mark.parametrize("config", test_max_pool._torch_grid(8))
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 def test_max_pool_matches_pytorch(config, data_format):
     test_max_pool.test_matches_pytorch_values_indices_and_gradients(config, data_format)
@@ -95,7 +95,7 @@ def test_max_pool_check_grads(data_format, x64):
 
 def _joint_chain_seeds():
     """The runtime-check seeds whose bins are small enough for the one-chain argmax."""
-    for seed in range(100):
+    for seed in range(0, 100, 2):
         cfg = test_adaptive._config(seed)
         window = window_lib.make_adaptive_window(cfg["shape"], cfg["output_size"], "NCX")
         if math.prod(window.max_bin(i) for i in range(window.nd)) <= adaptive._JOINT_TAPS:
@@ -117,7 +117,7 @@ def test_adaptive_nan_inf_and_grads(x64):
 def _avg_seeds_with_input():
     """The runtime-check seeds where some window holds an input element (the others give 0
     without a reduction)."""
-    for seed in range(0, 100, 2):
+    for seed in range(0, 100, 3):
         cfg = test_avg_pool._config(seed)
         window = window_lib.make_window(
             cfg["shape"], cfg["kernel"], cfg["strides"], cfg["pads_begin"], cfg["pads_end"],
