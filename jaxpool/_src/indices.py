@@ -174,7 +174,8 @@ def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Ar
 def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
     """Whether a later ``candidate`` replaces the ``running`` maximum of a scan in row-major
     order: it is strictly larger, or a NaN over a number.  So ties and NaN keep the first
-    element, and the winner's bits are kept as they are (signed zeros, NaN payloads)."""
+    element; a scan that selects by it keeps that element's bits (signed zeros, NaN
+    payloads)."""
     take = candidate > running
     if jnp.issubdtype(candidate.dtype, jnp.floating):
         take = take | ((candidate != candidate) & (running == running))
