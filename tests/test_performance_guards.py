@@ -100,7 +100,6 @@ KNOWN_MISSES = {
        for df in LAYOUTS for case in ("2d-50to16", "2d-7to1", "3d-20to6")},
     **{f"test_adaptive_avg_pool_temp_memory[{df}-{case}]": "per-axis intermediate"
        for df in LAYOUTS for case in ("3d-20to6", "1d-100to7")},
-    "test_adaptive_avg_pool_temp_memory[NXC-2d-50to16]": "per-axis intermediate",
 }
 
 

@@ -315,13 +315,27 @@ def _sum_bins(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
 
 
 def _bin_matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
-    """``a`` times the static ``(length, out)`` 0/1 bin matrix along ``axis``."""
+    """``a`` times the static ``(out, length)`` 0/1 bin matrix along ``axis``.
+
+    Where the axes after ``axis`` hold more than ``out`` elements, the product is batched over
+    the axes before it, so that it (and its transpose, the gradient) comes out in ``a``'s own
+    layout instead of a transposed copy; the matrix, repeated over the batch, is then the
+    smaller array.
+    """
     starts, ends = _bins(length, out)
-    p = np.arange(length)[:, None]
-    matrix = ((p >= starts) & (p < ends)).astype(a.dtype)
-    total = lax.dot_general(a, matrix, (((axis,), (0,)), ((), ())),
+    p = np.arange(length)[None, :]
+    matrix = ((p >= starts[:, None]) & (p < ends[:, None])).astype(a.dtype)
+    batch, inner = a.shape[:axis], a.shape[axis + 1:]
+    if math.prod(inner) <= out:
+        total = lax.dot_general(a, matrix, (((axis,), (1,)), ((), ())),
+                                precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
+        return jnp.moveaxis(total, -1, axis)
+    b = math.prod(batch)
+    total = lax.dot_general(jnp.broadcast_to(matrix, (b, out, length)),
+                            a.reshape(b, length, math.prod(inner)),
+                            (((2,), (1,)), ((0,), (0,))),
                             precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
-    return jnp.moveaxis(total, -1, axis)
+    return total.reshape(batch + (out,) + inner)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
