@@ -202,6 +202,35 @@ def test_nan_and_inf():
         np.testing.assert_array_equal(grad, counts.reshape(shape))
 
 
+BIT_CASES = [
+    ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
+    ((2, 3, 7, 7), (1, 1)),  # global
+    ((2, 3, 50), (16,)),  # several runs along one axis
+    ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
+    ((1, 2, 4, 6, 5), (2, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("shape, output_size", BIT_CASES)
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_max_keeps_the_first_maximum_bit_for_bit(shape, output_size, data_format):
+    """Of tied signed zeros the first is the maximum, with its sign; NaNs keep their payloads."""
+    rng = np.random.default_rng(7)
+    bits = np.where(rng.random(shape) < 0.5, 0x80000000, 0).astype(np.uint32)  # -0.0 or 0.0
+    nan = rng.random(shape) < 0.05
+    bits[nan] = 0x7FC00000 + rng.integers(1, 1 << 20, int(nan.sum())).astype(np.uint32)
+    x = bits.view(np.float32)
+    x[rng.random(shape) < 0.1] = -1.0
+    expected, expected_i = _reference_max(x, output_size)
+    cfg = dict(data_format=data_format, output_size=output_size)
+    y, i = _call(lambda *a, **k: jaxpool.adaptive_max_pool(*a, return_indices=True, **k), x, cfg)
+    np.testing.assert_array_equal(y.view(np.uint32), expected.view(np.uint32))
+    np.testing.assert_array_equal(i, expected_i)
+    y_only = _call(jaxpool.adaptive_max_pool, x, cfg)
+    np.testing.assert_array_equal(np.isnan(y_only), np.isnan(expected))
+    np.testing.assert_array_equal(y_only[y_only == 0], expected[y_only == 0])
+
+
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_matches_torch_with_grads(nd):
     rng = np.random.default_rng(nd)

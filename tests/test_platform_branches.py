@@ -107,6 +107,13 @@ def test_adaptive_max_matches_runtime(seed):
     test_adaptive.test_max_matches_runtime(seed)
 
 
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_adaptive_max_keeps_the_first_maximum_bit_for_bit(data_format):
+    for shape, output_size in test_adaptive.BIT_CASES:
+        test_adaptive.test_max_keeps_the_first_maximum_bit_for_bit(shape, output_size,
+                                                                     data_format)
+
+
 def test_adaptive_nan_inf_and_grads(x64):
     test_adaptive.test_nan_and_inf()
     test_adaptive.test_grads(None)

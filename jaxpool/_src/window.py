@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -272,6 +272,40 @@ def adaptive_bins(length: int, out: int) -> tuple[tuple[int, ...], tuple[int, ..
     return starts, ends
 
 
+class BinRun(NamedTuple):
+    """Outputs ``[out_start, out_stop)`` whose bins all hold ``width`` elements, bin ``o``
+    starting at ``in_start + (o - out_start) * stride``: a regular strided window."""
+
+    out_start: int
+    out_stop: int
+    in_start: int
+    stride: int
+    width: int
+
+
+def adaptive_runs(length: int, out: int) -> tuple[BinRun, ...]:
+    """The bins of ``out`` over ``length`` split, in order, into maximal :class:`BinRun` s
+    (a positive stride; a run of one bin has stride 1).
+
+    ``floor(i * L / O)`` advances by ``floor(L / O)`` or one more, so when ``O`` divides ``L``
+    there is one run, and a few otherwise (50 -> 16: two runs of 8 bins of 4, stride 3).
+    """
+    starts, ends = adaptive_bins(length, out)
+    runs = []
+    o = 0
+    while o < out:
+        width = ends[o] - starts[o]
+        stride = starts[o + 1] - starts[o] if o + 1 < out else 1
+        stop = o + 1
+        if stride > 0:
+            while (stop < out and ends[stop] - starts[stop] == width
+                   and starts[stop] - starts[stop - 1] == stride):
+                stop += 1
+        runs.append(BinRun(o, stop, starts[o], stride if stop > o + 1 else 1, width))
+        o = stop
+    return tuple(runs)
+
+
 @dataclasses.dataclass(frozen=True)
 class AdaptiveWindow(_Geometry):
     """Adaptive pooling of ``shape`` (in ``data_format``'s layout) to ``out_spatial``."""
@@ -292,6 +326,10 @@ class AdaptiveWindow(_Geometry):
         """The widest bin along spatial axis ``i``."""
         starts, ends = self.bins(i)
         return max(e - s for s, e in zip(starts, ends))
+
+    def runs(self, i: int) -> tuple[BinRun, ...]:
+        """The bins along spatial axis ``i`` as regular strided runs."""
+        return adaptive_runs(self.in_spatial[i], self.out_spatial[i])
 
 
 def make_adaptive_window(
