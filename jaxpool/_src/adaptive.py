@@ -11,8 +11,12 @@ masks; the ``M`` views fuse into one loop.  Wide bins (global pooling) reduce a 
 instead: a reshape into ``(O, L / O)`` when the bins tile the axis, else a gather of ``(O, M)``
 windows, masked for the sum (a select, so that infinities stay infinite).  The average
 divides once by the static bin volumes.  The argmax reduces ``(O, M)`` windows of
-``(value, position)`` pairs one axis at a time; off the CPU, for bins of at most
-``_JOINT_TAPS`` elements, it is one chain over the taps of all axes instead.
+``(value, position)`` pairs one axis at a time, unless the bins are small: then it scans the
+taps of all axes at once, with no partly reduced intermediate.  Off the CPU that is one chain
+over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).  On a CPU it needs bins
+that form one regular run along each axis (:func:`window.adaptive_runs`; every axis, in 1-D),
+whose taps are strided slices; a box of runs, one per axis, is a *region*, and the regions'
+outputs are concatenated.
 """
 
 from __future__ import annotations
