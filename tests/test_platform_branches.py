@@ -114,6 +114,21 @@ def test_adaptive_max_keeps_the_first_maximum_bit_for_bit(data_format):
                                                                      data_format)
 
 
+def _one_pooled_axis_seeds():
+    """The runtime-check seeds with one pooled axis (there a CPU chains over the runs)."""
+    for seed in range(100):
+        cfg = test_adaptive._config(seed)
+        window = window_lib.make_adaptive_window(cfg["shape"], cfg["output_size"], "NCX")
+        if adaptive._one_pooled_axis(window):
+            yield seed
+
+
+@pytest.mark.parametrize("seed", list(_one_pooled_axis_seeds())[:16])
+def test_adaptive_one_pooled_axis_matches_runtime(seed):
+    test_adaptive.test_max_matches_runtime(seed)
+    test_adaptive.test_avg_matches_runtime(seed)
+
+
 def test_adaptive_nan_inf_and_grads(x64):
     test_adaptive.test_nan_and_inf()
     test_adaptive.test_grads(None)

@@ -44,10 +44,11 @@ _CHAIN_WIDTH = 8
 # the taps; with more, the chain compiles slowly (a 6 x 6 bin takes 0.6 s on an H100) and runs
 # no faster than the reduction one axis at a time.
 _JOINT_TAPS = 25
-# On a CPU, the two chains over the taps of all axes beat the reduction one axis at a time up
-# to about this many taps when the bins along each axis form one regular run (global pooling
-# of a 7 x 7 map: 0.7 against 1.5 ms in NCX); concatenating several runs along more than one
-# axis, or more taps, runs slower.
+# On a CPU, chains over the taps of all axes beat the reduction one axis at a time up to about
+# this many taps: with one spatial axis (the argmax of 256 x 256 x 100 -> 7 in NXC: 7 against
+# 30 ms), with one pooled axis for the maxima and sums alone, and for the argmax when the bins
+# form one regular run along each axis (global pooling of a 7 x 7 map: 0.7 against 1.5 ms in
+# NCX).  Concatenating several runs along more than one axis, or more taps, runs slower.
 _CPU_JOINT_TAPS = 49
 
 
@@ -162,14 +163,21 @@ def _region_origins(window: AdaptiveWindow, region: Region, dtype: np.dtype,
     return total
 
 
-def _chain_max(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """The bin maxima as one chain of ``max`` over the taps of each region."""
+def _chain_reduce(x: jax.Array, window: AdaptiveWindow, combine) -> jax.Array:
+    """``combine`` (``max`` or ``add``) over the taps of each region, as one chain."""
     def compute(region):
         y = None
         for view, _ in _region_taps(x, window, region):
-            y = view if y is None else lax.max(y, view)
+            y = view if y is None else combine(y, view)
         return y
     return _over_regions(window, compute)
+
+
+def _one_pooled_axis(window: AdaptiveWindow) -> bool:
+    """Whether a CPU reduces the bins in chains over the taps of each region: with one pooled
+    axis, those are the per-axis reductions without their gathers."""
+    pooled = sum(o != n for o, n in zip(window.out_spatial, window.in_spatial))
+    return pooled == 1 and _region_taps_total(window) <= _CPU_JOINT_TAPS
 
 
 def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
@@ -215,7 +223,16 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
 
 
 def _max_values(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """The bin maxima, one axis at a time (``max`` propagates NaN)."""
+    """The bin maxima (``max`` propagates NaN): one axis at a time, or on a CPU with one
+    pooled axis, one chain over the taps of each run of bins."""
+    by_axis = functools.partial(_max_values_by_axis, x, window)
+    if not _one_pooled_axis(window):
+        return by_axis()
+    return lax.platform_dependent(cpu=functools.partial(_chain_reduce, x, window, lax.max),
+                                  default=by_axis)
+
+
+def _max_values_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     y = x
     for _, axis, length, out in _reduced_axes(window):
         if _wide(length, out):
@@ -486,14 +503,40 @@ def _sum_bins_linear_jvp(axis, length, out, primals, tangents):
 
 @functools.partial(jax.jit, static_argnames=("window",))
 def _adaptive_avg_pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    total = x.astype(averaging.accumulator_dtype(x.dtype))
+    total = _bin_sums(x.astype(averaging.accumulator_dtype(x.dtype)), window)
     rank = total.ndim
     divisor = np.ones([1] * rank, np.int64)
     for _, axis, length, out in _reduced_axes(window):
-        total = _sum_axis(total, axis, length, out)
         starts, ends = _bins(length, out)
         divisor = divisor * _along(ends - starts, axis, rank)
     return averaging.divide(total, divisor, x.dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _bin_sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin sums: one axis at a time, or on a CPU with one pooled axis, one chain over
+    the taps of each run of bins.  The derivative is the per-axis form, whose transpose needs
+    no scatter."""
+    by_axis = functools.partial(_sums_by_axis, a, window)
+    if not _one_pooled_axis(window):
+        return by_axis()
+    return lax.platform_dependent(cpu=functools.partial(_chain_reduce, a, window, lax.add),
+                                  default=by_axis)
+
+
+@_bin_sums.defjvp
+def _bin_sums_jvp(window, primals, tangents):
+    (a,), (a_dot,) = primals, tangents
+    y = _bin_sums(a, window)
+    if a_dot.dtype == jax.dtypes.float0:
+        return y, np.zeros(y.shape, jax.dtypes.float0)
+    return y, jax.jvp(lambda t: _sums_by_axis(t, window), (a,), (a_dot,))[1]
+
+
+def _sums_by_axis(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    for _, axis, length, out in _reduced_axes(window):
+        a = _sum_axis(a, axis, length, out)
+    return a
 
 
 def adaptive_avg_pool(
