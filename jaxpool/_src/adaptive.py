@@ -473,12 +473,10 @@ def _bin_matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.A
         total = lax.dot_general(a, matrix, (((axis,), (1,)), ((), ())),
                                 precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
         return jnp.moveaxis(total, -1, axis)
-    b = math.prod(batch)
-    total = lax.dot_general(jnp.broadcast_to(matrix, (b, out, length)),
-                            a.reshape(b, length, math.prod(inner)),
-                            (((2,), (1,)), ((0,), (0,))),
-                            precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
-    return total.reshape(batch + (out,) + inner)
+    dims = tuple(range(axis))
+    return lax.dot_general(jnp.broadcast_to(matrix, batch + matrix.shape), a,
+                           (((axis + 1,), (axis,)), (dims, dims)),
+                           precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
