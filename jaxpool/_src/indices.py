@@ -107,6 +107,24 @@ def _iota(dtype: np.dtype, shape: Sequence[int], dim: int) -> jax.Array:
     return lax.broadcasted_iota(dtype, tuple(shape), dim)
 
 
+def plane_offset(shape: Sequence[int], ncx_shape: Sequence[int], data_format: str,
+                 axis: int, dtype: np.dtype) -> jax.Array | None:
+    """The index of each ``(n, c)`` plane's first element, broadcasting against a pooled
+    output of ``shape`` (in ``data_format``'s layout): ``index = offset + flat(p)``.
+
+    ``None`` where indices wrap inside a plane (``axis`` > 2 over several spatial axes), so
+    that no offset turns positions into indices.
+    """
+    n_dim, c_dim = 0, window_lib.channel_axis(len(shape), data_format)
+    spatial = tuple(ncx_shape[2:])
+    size = math.prod(spatial)
+    if axis >= 2:
+        return np.zeros((), dtype) if math.prod(spatial[axis - 2:]) == size else None
+    channel = _iota(dtype, shape, c_dim)
+    plane = channel if axis == 1 else _iota(dtype, shape, n_dim) * ncx_shape[1] + channel
+    return plane * np.asarray(size, dtype)
+
+
 def from_position(position: jax.Array, ncx_shape: Sequence[int], data_format: str,
                   axis: int, dtype: np.dtype) -> jax.Array:
     """Turns spatial positions ``flat(p)`` into indices for ``axis``.
@@ -114,16 +132,12 @@ def from_position(position: jax.Array, ncx_shape: Sequence[int], data_format: st
     ``position`` has the pooled output's shape in ``data_format``'s layout; ``ncx_shape`` is
     the shape of the input's NCX view.
     """
-    n_dim, c_dim = 0, window_lib.channel_axis(position.ndim, data_format)
-    spatial = tuple(ncx_shape[2:])
-    size = math.prod(spatial)
+    offset = plane_offset(position.shape, ncx_shape, data_format, axis, dtype)
     position = position.astype(dtype)
-    if axis >= 2:
-        bound = math.prod(spatial[axis - 2:])
-        return position if bound == size else lax.rem(position, np.asarray(bound, dtype))
-    channel = _iota(dtype, position.shape, c_dim)
-    plane = channel if axis == 1 else _iota(dtype, position.shape, n_dim) * ncx_shape[1] + channel
-    return plane * np.asarray(size, dtype) + position
+    if offset is None:
+        bound = math.prod(ncx_shape[axis:])
+        return lax.rem(position, np.asarray(bound, dtype))
+    return offset + position
 
 
 def to_full(indices: jax.Array, ncx_shape: Sequence[int], data_format: str,

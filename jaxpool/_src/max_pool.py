@@ -47,15 +47,17 @@ def _max_chain(x: jax.Array, window: Window) -> jax.Array:
     return y
 
 
-def _argmax(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
-    """The window maxima, with their exact bits, and the spatial position of each one's first
-    occurrence (or first NaN).
+def _argmax(x: jax.Array, window: Window, index_offset: jax.Array | None = None
+            ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """The window maxima, with their exact bits, the spatial position of each one's first
+    occurrence (or first NaN), and with ``index_offset`` (the planes' first indices, see
+    :func:`indices.plane_offset`) the index ``index_offset + position``.
 
-    Off the CPU (XLA:GPU fuses sibling loops) one chain over the tap views gives both.  On a
-    CPU, XLA makes no loop with two outputs, and a chain that selects the values reads each
-    padded view twice, which materialises it; there the positions come from a chain of
-    ``max`` that reads each view once, and the values from a second pass that selects each
-    tap's view where it holds the argmax.
+    Off the CPU (XLA:GPU fuses sibling loops) one chain over the tap views gives the maxima
+    and positions.  On a CPU, XLA makes no loop with two outputs, and a chain that selects the
+    values reads each padded view twice, which materialises it; there the positions (as
+    indices, when asked for) come from a chain of ``max`` that reads each view once, and the
+    values from a second pass that selects each tap's view where it holds the argmax.
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     region = taps_lib.full_region(window)
@@ -63,15 +65,27 @@ def _argmax(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
     def cpu():
         position = _by_regions(
             window, lambda region: _argmax_chain(x, window, pos_dtype, region, False)[1])
-        # A remainder by more than the plane size leaves every position as it is, and XLA
-        # counts it as expensive: it then keeps the chain in its own loop rather than
-        # recomputing it inside each consumer, which would share its padded views between
-        # loops and so materialise them.
-        position = lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, pos_dtype))
-        return _select_taps(x, position, window), position
+        # A remainder by more than any value leaves every value as it is, and XLA counts it
+        # as expensive: it then keeps the chain in its own loop, whose output is the
+        # indices, rather than recomputing it inside each consumer, which would share its
+        # padded views between loops and so materialise them.
+        if index_offset is None:
+            bound = math.prod(window.in_spatial) + 1
+            position = lax.rem(position, np.asarray(bound, pos_dtype))
+            return _select_taps(x, position, window), position, None
+        dtype = index_offset.dtype
+        index = lax.rem(index_offset + position.astype(dtype),
+                        np.asarray(np.iinfo(dtype).max, dtype))
+        position = (index - index_offset).astype(pos_dtype)
+        return _select_taps(x, position, window), position, index
 
-    return lax.platform_dependent(
-        cpu=cpu, default=lambda: _argmax_chain(x, window, pos_dtype, region, True))
+    def default():
+        y, position = _argmax_chain(x, window, pos_dtype, region, True)
+        index = (None if index_offset is None
+                 else index_offset + position.astype(index_offset.dtype))
+        return y, position, index
+
+    return lax.platform_dependent(cpu=cpu, default=default)
 
 
 def _by_regions(window: Window, compute) -> jax.Array:
@@ -188,13 +202,15 @@ def _select_region(x: jax.Array, position: jax.Array, window: Window,
     return y
 
 
-def _argmax_linear(x: jax.Array, window: Window) -> tuple[jax.Array, jax.Array]:
-    """:func:`_argmax`, differentiable in ``x`` through the positions: the derivative reads
-    ``x_dot`` at the argmax positions (zero for windows with no input element), and its
-    transpose, the gradient, places the cotangents back in one dense loop."""
-    y, position = _argmax(lax.stop_gradient(x), window)
+def _argmax_linear(x: jax.Array, window: Window, index_offset: jax.Array | None = None
+                   ) -> tuple[jax.Array, jax.Array | None]:
+    """:func:`_argmax`'s maxima and indices, the maxima differentiable in ``x`` through the
+    positions: the derivative reads ``x_dot`` at the argmax positions (zero for windows with
+    no input element), and its transpose, the gradient, places the cotangents back in one
+    dense loop."""
+    y, position, index = _argmax(lax.stop_gradient(x), window, index_offset)
     read = functools.partial(blocks_lib.take, window=window)
-    return indices_lib.found_at(read, x, y, position), position
+    return indices_lib.found_at(read, x, y, position), (position if index is None else index)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -211,9 +227,14 @@ def _pool_jvp(window, primals, tangents):
 def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None):
     if axis is None:
         return _pool(x, window)
-    y, position = _argmax_linear(x, window)
-    return y, indices_lib.from_position(position, window.ncx_shape, window.data_format, axis,
-                                        index_dtype)
+    offset = indices_lib.plane_offset(window.out_shape, window.ncx_shape, window.data_format,
+                                      axis, index_dtype)
+    if offset is None or indices_lib.index_bound(window.ncx_shape, axis) >= np.iinfo(
+            index_dtype).max:  # the indices wrap, or fill the type: convert positions after
+        y, position = _argmax_linear(x, window)
+        return y, indices_lib.from_position(position, window.ncx_shape, window.data_format,
+                                            axis, index_dtype)
+    return _argmax_linear(x, window, jnp.broadcast_to(offset, window.out_shape))
 
 
 def max_pool(
