@@ -257,6 +257,48 @@ def test_minus_inf_window_gives_its_first_element():
     np.testing.assert_array_equal(np.asarray(grad)[0, 0], [1, 1, 0, 1, 0])
 
 
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "int32"])
+@pytest.mark.parametrize("shape, kernel", [((2, 3, 13), 3), ((2, 3, 2, 12), (1, 3))])
+def test_windows_that_tile_one_axis(shape, kernel, dtype, data_format):
+    """Windows with stride = kernel along one axis and no padding (on a CPU, one reduction of
+    (value, index) pairs): the first NaN, the first of ties (its bits: -0.0 before 0.0 stays
+    -0.0), and in a window of the type's minimum its first element."""
+    rng = np.random.default_rng(3)
+    if dtype == "float32":
+        choices = np.asarray([-0.0, 0.0, 1.0, np.nan, -np.inf], np.float32)
+    else:
+        choices = np.asarray([np.iinfo(dtype).min, 0, 1], dtype)
+    x = rng.choice(choices, size=shape, p=None if dtype != "float32" else
+                   [0.3, 0.3, 0.15, 0.1, 0.15])
+    x[..., :3] = choices[-1] if dtype == "float32" else choices[0]  # a window of the lowest
+    k = kernel if isinstance(kernel, int) else kernel[-1]
+    out = shape[-1] // k
+    windows = x[..., :out * k].reshape(*shape[:-1], out, k)
+    nan = np.isnan(windows) if dtype == "float32" else np.zeros(windows.shape, bool)
+    first = np.where(nan.any(-1), np.argmax(nan, -1), np.argmax(windows, -1))
+    expected = np.take_along_axis(windows, first[..., None], -1)[..., 0]
+    spatial = np.arange(np.prod(shape[2:])).reshape(shape[2:])[..., :out * k]
+    position = spatial.reshape(*spatial.shape[:-1], out, k)[..., 0] + first
+    planes = np.arange(shape[0] * shape[1]).reshape(shape[0], shape[1], *[1] * (len(shape) - 2))
+    expected_i = planes * np.prod(shape[2:]) + position
+    nxc = data_format == "NXC"
+    xin = oracle.to_nxc(x) if nxc else x
+    y, i = jaxpool.max_pool(xin, kernel, data_format=data_format, return_indices=True)
+    y, i = (oracle.to_ncx(np.asarray(a)) if nxc else np.asarray(a) for a in (y, i))
+    np.testing.assert_array_equal(_bits(y), _bits(expected))
+    np.testing.assert_array_equal(i, expected_i)
+    if dtype == "float32":
+        ct = rng.standard_normal(y.shape).astype(np.float32)
+        ct_in = oracle.to_nxc(ct) if nxc else ct
+        grad = jax.grad(lambda v: jnp.sum(jaxpool.max_pool(v, kernel, data_format=data_format)
+                                          * ct_in))(jnp.asarray(xin))
+        grad = oracle.to_ncx(np.asarray(grad)) if nxc else np.asarray(grad)
+        scattered = np.zeros(x.size, np.float32)
+        np.add.at(scattered, expected_i.ravel(), ct.ravel())
+        np.testing.assert_array_equal(grad, scattered.reshape(shape))
+
+
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
 def test_window_of_integer_minima(dtype):
     # Like a window of -inf, a window whose elements all equal the integer type's minimum is a

@@ -79,6 +79,13 @@ def test_max_pool_special_windows(dtype):
     test_max_pool.test_window_without_input_elements(dtype)
 
 
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_max_pool_windows_that_tile_one_axis(data_format):
+    for shape, kernel in [((2, 3, 13), 3), ((2, 3, 2, 12), (1, 3))]:
+        for dtype in ("float32", "int8"):
+            test_max_pool.test_windows_that_tile_one_axis(shape, kernel, dtype, data_format)
+
+
 @pytest.mark.parametrize("config", test_max_pool._torch_grid(8))
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 def test_max_pool_matches_pytorch(config, data_format):

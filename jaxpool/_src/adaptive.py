@@ -246,22 +246,6 @@ def _max_values_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return y
 
 
-def _argmax_pair(floating: bool):
-    """Combines ``(value, position)`` pairs: the larger value, NaN over a number, and on a tie
-    the smaller position, i.e. the first element in row-major order."""
-
-    def pick(a, b):
-        (va, pa), (vb, pb) = a, b
-        earlier = pb < pa
-        take_b = (vb > va) | ((vb == va) & earlier)
-        if floating:
-            a_nan, b_nan = va != va, vb != vb
-            take_b = jnp.where(a_nan, b_nan & earlier, take_b | b_nan)
-        return lax.select(take_b, vb, va), lax.select(take_b, pb, pa)
-
-    return pick
-
-
 def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
     """The bin maxima, with their exact bits, and the spatial position of each one's first
     occurrence (or first NaN).
@@ -320,7 +304,8 @@ def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
 
     Each pooling axis gathers its ``(O, M)`` bin windows of the values and of the positions
     found so far (the flat spatial offset over the axes already reduced, plus the window's own
-    offset), then reduces the ``(value, position)`` pairs with :func:`_argmax_pair`, so ties
+    offset), then reduces the ``(value, position)`` pairs with
+    :func:`indices.argmax_pair`, so ties
     break on the row-major flat index.  (On a CPU, a chain over the taps, as for the values
     alone, compiles to a much slower program when it also carries positions.)
     """
@@ -339,7 +324,8 @@ def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
             candidates = jnp.broadcast_to(offset, w.shape)
         else:
             candidates = _bin_windows(position, axis, length, out)[0] + offset
-        y, position = lax.reduce((w, candidates), init, _argmax_pair(floating), (axis + 1,))
+        y, position = lax.reduce((w, candidates), init, indices_lib.argmax_pair(floating),
+                                 (axis + 1,))
     if position is None:
         position = jnp.zeros(y.shape, pos_dtype)
     for i, axis in enumerate(window.spatial_axes):

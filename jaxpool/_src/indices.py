@@ -196,6 +196,24 @@ def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
     return take
 
 
+def argmax_pair(floating: bool):
+    """The reducer of ``(value, position)`` pairs for ``lax.reduce``: the larger value, NaN
+    over a number, and on a tie the smaller position, i.e. the first element in row-major
+    order (the rule of :func:`replaces`); associative and commutative, so the order of the
+    reduction does not matter."""
+
+    def pick(a, b):
+        (va, pa), (vb, pb) = a, b
+        earlier = pb < pa
+        take_b = (vb > va) | ((vb == va) & earlier)
+        if floating:
+            a_nan, b_nan = va != va, vb != vb
+            take_b = jnp.where(a_nan, b_nan & earlier, take_b | b_nan)
+        return lax.select(take_b, vb, va), lax.select(take_b, pb, pa)
+
+    return pick
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def found_at(read: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, y: jax.Array,
              position: jax.Array) -> jax.Array:
