@@ -13,10 +13,12 @@ windows, masked for the sum (a select, so that infinities stay infinite).  The a
 divides once by the static bin volumes.  The argmax reduces ``(O, M)`` windows of
 ``(value, position)`` pairs one axis at a time, unless the bins are small: then it scans the
 taps of all axes at once, with no partly reduced intermediate.  Off the CPU that is one chain
-over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).  On a CPU it needs bins
-that form one regular run along each axis (:func:`window.adaptive_runs`; every axis, in 1-D),
-whose taps are strided slices; a box of runs, one per axis, is a *region*, and the regions'
-outputs are concatenated.
+over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).
+
+On a CPU the bins along each axis split into regular runs (:func:`window.adaptive_runs`), whose
+taps are strided slices; a box of runs, one per axis, is a *region*, and the regions' outputs
+are concatenated.  Chains over the taps of each region give the maxima and sums where one
+axis pools, and the argmax in 1-D and where every axis is one run (global pooling).
 """
 
 from __future__ import annotations
@@ -108,10 +110,6 @@ def _wide(length: int, out: int) -> bool:
 
 
 Region = tuple  # one BinRun per spatial axis: a box of outputs whose windows are regular
-
-
-def _regions(window: AdaptiveWindow) -> Iterator[Region]:
-    return itertools.product(*(window.runs(i) for i in range(window.nd)))
 
 
 def _region_taps_total(window: AdaptiveWindow) -> int:
@@ -304,10 +302,9 @@ def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
 
     Each pooling axis gathers its ``(O, M)`` bin windows of the values and of the positions
     found so far (the flat spatial offset over the axes already reduced, plus the window's own
-    offset), then reduces the ``(value, position)`` pairs with
-    :func:`indices.argmax_pair`, so ties
-    break on the row-major flat index.  (On a CPU, a chain over the taps, as for the values
-    alone, compiles to a much slower program when it also carries positions.)
+    offset), then reduces the ``(value, position)`` pairs with :func:`indices.argmax_pair`,
+    so ties break on the row-major flat index.  (On a CPU, a chain over the taps, as for the
+    values alone, compiles to a much slower program when it also carries positions.)
     """
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
@@ -465,7 +462,7 @@ def _bin_matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.A
                            precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+@averaging.differentiates_as(_bin_matrix_product)
 def _sum_bins_linear(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     """:func:`_sum_bins` for bins that do not tile the axis.
 
@@ -474,15 +471,6 @@ def _sum_bins_linear(a: jax.Array, axis: int, length: int, out: int) -> jax.Arra
     needs no scatter.
     """
     return _sum_bins(a, axis, length, out)
-
-
-@_sum_bins_linear.defjvp
-def _sum_bins_linear_jvp(axis, length, out, primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    y = _sum_bins_linear(a, axis, length, out)
-    if a_dot.dtype == jax.dtypes.float0:
-        return y, np.zeros(y.shape, jax.dtypes.float0)
-    return y, _bin_matrix_product(a_dot, axis, length, out)
 
 
 @functools.partial(jax.jit, static_argnames=("window",))
@@ -496,7 +484,19 @@ def _adaptive_avg_pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return averaging.divide(total, divisor, x.dtype)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _sums_by_axis(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    for _, axis, length, out in _reduced_axes(window):
+        a = _sum_axis(a, axis, length, out)
+    return a
+
+
+def _sums_linear(a_dot: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """:func:`_sums_by_axis` as the derivative of the bin sums: its own derivative, in which
+    bins that do not tile an axis are a product with the bin matrix."""
+    return jax.jvp(lambda a: _sums_by_axis(a, window), (a_dot,), (a_dot,))[1]
+
+
+@averaging.differentiates_as(_sums_linear)
 def _bin_sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """The bin sums: one axis at a time, or on a CPU with one pooled axis, one chain over
     the taps of each run of bins.  The derivative is the per-axis form, whose transpose needs
@@ -506,21 +506,6 @@ def _bin_sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
         return by_axis()
     return lax.platform_dependent(cpu=functools.partial(_chain_reduce, a, window, lax.add),
                                   default=by_axis)
-
-
-@_bin_sums.defjvp
-def _bin_sums_jvp(window, primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    y = _bin_sums(a, window)
-    if a_dot.dtype == jax.dtypes.float0:
-        return y, np.zeros(y.shape, jax.dtypes.float0)
-    return y, jax.jvp(lambda t: _sums_by_axis(t, window), (a,), (a_dot,))[1]
-
-
-def _sums_by_axis(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    for _, axis, length, out in _reduced_axes(window):
-        a = _sum_axis(a, axis, length, out)
-    return a
 
 
 def adaptive_avg_pool(

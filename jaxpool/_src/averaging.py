@@ -1,11 +1,14 @@
 """The numeric policy of averages, shared by ``avg_pool`` and ``adaptive_avg_pool``.
 
 16-bit floats sum in float32 and integers in the widest integer type; the quotient comes back
-in the input's dtype, integers rounded half to even.
+in the input's dtype, integers rounded half to even.  Their sums are linear maps computed in
+the fastest form, and differentiate through another form of the same map
+(:func:`differentiates_as`) whose transpose, the gradient, needs no scatter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -44,3 +47,25 @@ def divide(total: jax.Array, divisor: np.ndarray, dtype: np.dtype) -> jax.Array:
     if np.all(recip == recip.flat[0]):
         recip = recip.flat[0]
     return (total * recip).astype(dtype)
+
+
+def differentiates_as(derivative: Callable[..., jax.Array]):
+    """Makes ``f(a, *static)``, linear in ``a``, differentiate as ``derivative(a_dot, *static)``:
+    the same linear map, in a form whose transpose is fast.  ``static`` are hashable
+    non-array arguments; integer inputs get a zero (``float0``) tangent."""
+
+    def decorate(f):
+        static = tuple(range(1, f.__code__.co_argcount))
+        g = jax.custom_jvp(f, nondiff_argnums=static)
+
+        def jvp(*args):
+            *attrs, (a,), (a_dot,) = args
+            y = g(a, *attrs)
+            if a_dot.dtype == jax.dtypes.float0:
+                return y, np.zeros(y.shape, jax.dtypes.float0)
+            return y, derivative(a_dot, *attrs)
+
+        g.defjvp(jvp)
+        return g
+
+    return decorate
