@@ -788,7 +788,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json",
         metavar="PATH",
-        help="results file (default results/latest.json, on a GPU results/gpu.json)",
+        help="results file (default results/latest.json, on a GPU results/gpu.json, "
+        "with --quick or --only results/partial.json)",
     )
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratios (PNG)")
     parser.add_argument(
@@ -809,8 +810,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu = jax.default_backend() == "gpu"
     if args.min_stretch_ms is None:
         args.min_stretch_ms = 20.0 if gpu else 2.0
-    if args.json is None:
-        args.json = os.path.join(RESULTS, "gpu.json" if gpu else "latest.json")
+    if args.json is None:  # a partial run does not replace the full results
+        name = "partial" if args.quick or args.only else ("gpu" if gpu else "latest")
+        args.json = os.path.join(RESULTS, name + ".json")
     torch = None if args.no_torch else Torch("cuda" if gpu else "cpu")
     openvino = None if args.no_openvino or gpu else OpenVINO()
     bandwidths = copy_bandwidth(args.quick)
