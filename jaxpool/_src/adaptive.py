@@ -188,7 +188,6 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     tap, so that the values keep their bits (signed zeros, NaN payloads).
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    floating = jnp.issubdtype(x.dtype, jnp.floating)
 
     def positions(region):
         y = delta = None
@@ -198,9 +197,7 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
                 y, delta = view, jnp.zeros(view.shape, pos_dtype)
                 continue
             y_new = lax.max(y, view)
-            take = y_new != y
-            if floating:
-                take = take & (y == y)
+            take = indices_lib.raises(y_new, y)
             y, delta = y_new, lax.select(take, jnp.broadcast_to(d, view.shape), delta)
         return _region_origins(window, region, pos_dtype, x.ndim) + delta
 

@@ -196,6 +196,17 @@ def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
     return take
 
 
+def raises(new_max: jax.Array, running: jax.Array) -> jax.Array:
+    """:func:`replaces` for a chain that keeps a running ``max`` (reading each view once):
+    whether ``new_max = max(running, candidate)`` moved, i.e. the candidate is larger, or a
+    NaN over a number (a NaN maximum is kept).  Its value may differ from the candidate's
+    bits (signed zeros, NaN payloads); the positions are exact."""
+    take = new_max != running
+    if jnp.issubdtype(running.dtype, jnp.floating):
+        take = take & (running == running)
+    return take
+
+
 def argmax_pair(floating: bool):
     """The reducer of ``(value, position)`` pairs for ``lax.reduce``: the larger value, NaN
     over a number, and on a tie the smaller position, i.e. the first element in row-major

@@ -182,7 +182,6 @@ def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: tap
     equals it (or there is none), and the position is the window's first input element.
     """
     fill = lowest(x.dtype)
-    floating = jnp.issubdtype(x.dtype, jnp.floating)
     shape = taps_lib.region_shape(window, region)
     y = jnp.full(shape, fill, x.dtype)
     delta = None
@@ -199,9 +198,7 @@ def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: tap
             # loop.  A tap wins when it raises the running maximum, NaN over a non-NaN
             # included; a NaN maximum is kept.
             y_new = lax.max(y, view)
-            take = y_new != y
-            if floating:
-                take = take & (y == y)
+            take = indices_lib.raises(y_new, y)
             y = y_new
         delta = lax.select(take, jnp.broadcast_to(d, shape), delta)
     first, _ = taps_lib.first_inside(window, region)
