@@ -9,7 +9,9 @@ rounds and the reported ratio is the median over rounds of the per-round ratio
 for its last result (``jax.block_until_ready``, ``torch.cuda.synchronize``); calls shorter
 than ``--min-stretch-ms`` (2 ms on a CPU, 20 ms on a GPU, where a call of tens of
 microseconds would otherwise share its stretch with the launch and the wait) are repeated
-back to back inside it.
+back to back inside it.  Each timed stretch starts after ``--settle-ms`` of idle time: the
+worker threads of PyTorch's OpenMP runtime keep spinning for a few milliseconds after a call,
+and a contender timed right after it would share the cores with them.
 
 Peers:
 
@@ -42,6 +44,11 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None
 
 import numpy as np
 
@@ -136,6 +143,14 @@ class Contender:
     compile_s: float | None = None
     temp_bytes: int | None = None
     times: list[float] = dataclasses.field(default_factory=list)
+    faults: list[float] = dataclasses.field(default_factory=list)
+
+
+def minor_faults() -> int | None:
+    """The process's minor page faults so far: each is a page of freshly mapped memory
+    touched for the first time, as in every buffer that the allocator maps afresh for a call
+    (with glibc, every buffer over 32 MiB)."""
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 SLOW_ROUNDS = 3
@@ -147,12 +162,15 @@ def interleaved(
     warmup: int,
     min_call_s: float = 2e-3,
     max_call_s: float = math.inf,
+    settle_s: float = 0.0,
 ) -> None:
     """Times every contender once per round, rotating the order each round.
 
     Calls faster than ``min_call_s`` are repeated within a round (the same count for every
     contender of the group), back to back with one wait for the device after the last, and
-    the time per call is recorded.  A contender whose warm-up
+    the time per call is recorded, with the minor page faults per call.  Each timed stretch
+    starts after ``settle_s`` seconds of sleep, so that no thread of the previous contender
+    is still spinning on the cores.  A contender whose warm-up
     call took longer than ``max_call_s`` takes part in the first ``SLOW_ROUNDS`` rounds only
     (its paired ratios use those rounds).
     """
@@ -168,17 +186,21 @@ def interleaved(
                 slow.add(c.name)
     inner = max(1, math.ceil(min_call_s / max(fastest, 1e-7)))
     for c in contenders:
-        c.times = []
+        c.times, c.faults = [], []
     for r in range(rounds):
         k = r % len(contenders)
         for c in contenders[k:] + contenders[:k]:
             if c.name in slow and r >= SLOW_ROUNDS:
                 continue
+            time.sleep(settle_s)
+            f0 = minor_faults()
             t0 = time.perf_counter()
             for _ in range(inner):
                 out = c.call()
             c.wait(out)
             c.times.append((time.perf_counter() - t0) / inner)
+            if f0 is not None:
+                c.faults.append((minor_faults() - f0) / inner)
 
 
 def paired_ratio(a: Contender, b: Contender) -> float:
@@ -577,7 +599,7 @@ def matched_jaxpool(peer: str, names: list[str]) -> str | None:
 def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandwidth):
     cs, sizes = build_group(wl, layout, mode, torch, openvino)
     interleaved(cs, rounds=args.reps, warmup=args.warmup, min_call_s=args.min_stretch_ms / 1e3,
-                max_call_s=args.max_call_s)
+                max_call_s=args.max_call_s, settle_s=args.settle_ms / 1e3)
     by_name = {c.name: c for c in cs}
     names = list(by_name)
     rows = []
@@ -597,6 +619,7 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandw
                 "x_floor": med / (c.io_bytes / bandwidth),
                 "compile_s": c.compile_s,
                 "temp_bytes": c.temp_bytes,
+                "faults_per_call": statistics.median(c.faults) if c.faults else None,
                 "vs": ref,
                 "ratio": paired_ratio(by_name[ref], c) if ref else None,
             }
@@ -662,7 +685,7 @@ def print_group(g: dict) -> None:
     print(f"\n{title}")
     print(
         f"  {'contender':<22}{'median ms':>10}{'IQR ms':>15}{'x floor':>9}{'compile s':>10}"
-        f"{'temp MiB':>10}   {'ratio (jaxpool/peer)':<24}"
+        f"{'temp MiB':>10}{'faults':>8}   {'ratio (jaxpool/peer)':<24}"
     )
     for r in g["rows"]:
         iqr = f"{r['q25_s'] * 1e3:.2f}-{r['q75_s'] * 1e3:.2f}"
@@ -673,6 +696,7 @@ def print_group(g: dict) -> None:
         print(
             f"  {r['contender']:<22}{r['median_s'] * 1e3:>10.3f}{iqr:>15}"
             f"{r['x_floor']:>9.2f}{fmt(r['compile_s'], '.3f'):>10}{fmt(temp, '.2f'):>10}"
+            f"{fmt(r.get('faults_per_call'), '.0f'):>8}"
             f"   {ratio}"
         )
     for t in g["targets"]:
@@ -779,6 +803,14 @@ def main(argv: list[str] | None = None) -> int:
         help="repeat shorter calls back to back within a timed stretch (default 2; GPU 20)",
     )
     parser.add_argument(
+        "--settle-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="idle time before each timed stretch, for the threads of the previous contender "
+        "to stop spinning (default 20)",
+    )
+    parser.add_argument(
         "--max-call-s",
         type=float,
         default=2.0,
@@ -867,6 +899,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.reps,
             "warmup": args.warmup,
             "min_stretch_ms": args.min_stretch_ms,
+            "settle_ms": args.settle_ms,
             "quick": args.quick,
             "only": args.only,
             "skipped": sorted(skipped),
