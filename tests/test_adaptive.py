@@ -1,6 +1,7 @@
 """adaptive_max_pool and adaptive_avg_pool against the OpenVINO runtime (AdaptiveMaxPool-8,
 AdaptiveAvgPool-8), PyTorch and a NumPy loop reference for NaN and -inf."""
 
+import functools
 import itertools
 
 import chex
@@ -263,6 +264,43 @@ def test_grads(x64):
     x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0  # tie-free
     check_grads(lambda v: jaxpool.adaptive_max_pool(v, (7, 1))
                 + jaxpool.adaptive_avg_pool(v, (7, 1)), (x,), order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("shape, data_format", [
+    ((2, 3, 4, 5), "NCX"), ((2, 4, 5, 3), "NXC"), ((3, 2, 7), "NCX"), ((2, 3, 2, 3, 4), "NXC")])
+def test_global_max_derivatives_read_the_argmax(shape, data_format, x64):
+    """One bin per plane: the gradient places each cotangent at the argmax (a NaN, or the
+    first of tied maxima, included) and the tangent reads ``x_dot`` there only."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.integers(-3, 3, shape).astype(np.float32)  # many ties
+    x.reshape(-1)[rng.choice(x.size, 3, replace=False)] = np.nan
+    output_size = (1,) * (len(shape) - 2)
+    f = functools.partial(jaxpool.adaptive_max_pool, output_size=output_size,
+                          data_format=data_format)
+    y, i = f(x, return_indices=True)
+    planes, positions = _planes(x, data_format), _planes(np.asarray(i), data_format)[..., 0]
+    ct = rng.standard_normal(y.shape).astype(np.float32)
+    expected = np.zeros_like(planes)
+    np.put_along_axis(expected, positions[..., None], _planes(ct, data_format), axis=2)
+    grad = jax.grad(lambda v: jnp.sum(f(v) * ct))(x)
+    np.testing.assert_array_equal(_planes(np.asarray(grad), data_format), expected)
+
+    x_dot = rng.standard_normal(shape).astype(np.float32)
+    x_dot.reshape(-1)[rng.choice(x.size, 4, replace=False)] = np.inf
+    _, y_dot = jax.jvp(f, (x,), (x_dot,))
+    read = np.take_along_axis(_planes(x_dot, data_format), positions[..., None], axis=2)
+    np.testing.assert_array_equal(_planes(np.asarray(y_dot), data_format), read)
+
+    tie_free = rng.permutation(x.size).reshape(shape) / 7.0
+    check_grads(f, (tie_free,), order=2, modes=("fwd", "rev"))
+
+
+def _planes(a, data_format):
+    """``a`` as ``(N, C, spatial elements)`` planes."""
+    a = np.asarray(a)
+    if data_format == "NXC":
+        a = np.moveaxis(a, -1, 1)
+    return a.reshape(a.shape[0], a.shape[1], -1)
 
 
 def test_output_size_none_and_identity(jit_mode):

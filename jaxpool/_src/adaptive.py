@@ -336,10 +336,35 @@ def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
 
 def _max_positions_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
     """:func:`_max_positions`, differentiable in ``x`` through the positions: the derivative
-    gathers ``x_dot`` there (its transpose, the gradient, is a scatter-add)."""
+    gathers ``x_dot`` there (its transpose, the gradient, is a scatter-add), or where each
+    plane is one bin, reads it with :func:`_read_whole_planes`."""
     y, position = _max_positions(lax.stop_gradient(x), window)
-    read = functools.partial(indices_lib.gather_planes, data_format=window.data_format)
+    if all(o == 1 for o in window.out_spatial):
+        read = functools.partial(_read_whole_planes, window=window)
+    else:
+        read = functools.partial(indices_lib.gather_planes, data_format=window.data_format)
     return indices_lib.found_at(read, x, y, position), position
+
+
+def _read_whole_planes(a: jax.Array, position: jax.Array, window: AdaptiveWindow
+                       ) -> jax.Array:
+    """``a`` at ``position`` in each plane (an output of one element per plane)::
+
+        out[n, c] = sum_p where(p == position[n, c], a[n, c, p], 0)
+
+    Linear in ``a``; its transpose, the gradient, is one dense loop over the input that
+    places each cotangent at its position, where a scatter would take its indices apart."""
+    strides = indices_lib.plane_strides(window.in_spatial)
+    shape = [1] * a.ndim
+    for axis, length in zip(window.spatial_axes, window.in_spatial):
+        shape[axis] = length
+    flat = sum(lax.broadcasted_iota(position.dtype, shape, axis) * np.asarray(st, position.dtype)
+               for axis, st in zip(window.spatial_axes, strides))
+    # A remainder by more than any position changes none, and XLA counts it as expensive: it
+    # then computes the positions in their own loop rather than again for every element.
+    position = lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, position.dtype))
+    masked = jnp.where(flat == position, a, np.zeros((), a.dtype))
+    return jnp.sum(masked, axis=window.spatial_axes, keepdims=True)
 
 
 @_pool.defjvp
