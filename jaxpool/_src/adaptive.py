@@ -360,9 +360,7 @@ def _read_whole_planes(a: jax.Array, position: jax.Array, window: AdaptiveWindow
         shape[axis] = length
     flat = sum(lax.broadcasted_iota(position.dtype, shape, axis) * np.asarray(st, position.dtype)
                for axis, st in zip(window.spatial_axes, strides))
-    # A remainder by more than any position changes none, and XLA counts it as expensive: it
-    # then computes the positions in their own loop rather than again for every element.
-    position = lax.rem(position, np.asarray(math.prod(window.in_spatial) + 1, position.dtype))
+    position = indices_lib.in_own_loop(position, math.prod(window.in_spatial) + 1)
     masked = jnp.where(flat == position, a, np.zeros((), a.dtype))
     return jnp.sum(masked, axis=window.spatial_axes, keepdims=True)
 

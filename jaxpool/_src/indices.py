@@ -185,6 +185,14 @@ def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Ar
     return out.reshape(position.shape)
 
 
+def in_own_loop(a: jax.Array, bound: int) -> jax.Array:
+    """``a`` unchanged (its values lie in ``(-bound, bound)``), as a remainder by ``bound``:
+    XLA counts a remainder as expensive, so it computes ``a`` in a loop of its own, whose
+    output the consumers read, rather than again inside each of them (where a chain of tap
+    views would be recomputed per element, or its padded views materialised)."""
+    return lax.rem(a, np.asarray(bound, a.dtype))
+
+
 def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
     """Whether a later ``candidate`` replaces the ``running`` maximum of a scan in row-major
     order: it is strictly larger, or a NaN over a number.  So ties and NaN keep the first

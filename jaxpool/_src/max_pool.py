@@ -70,17 +70,14 @@ def _argmax(x: jax.Array, window: Window, index_offset: jax.Array | None = None
             return _argmax_reduce(x, window, index_offset)
         position = _by_regions(
             window, lambda region: _argmax_chain(x, window, pos_dtype, region, False)[1])
-        # A remainder by more than any value leaves every value as it is, and XLA counts it
-        # as expensive: it then keeps the chain in its own loop, whose output is the
-        # indices, rather than recomputing it inside each consumer, which would share its
-        # padded views between loops and so materialise them.
+        # The chain runs in its own loop, whose output is the indices, rather than again in
+        # each consumer, which would share its padded views between loops.
         if index_offset is None:
-            bound = math.prod(window.in_spatial) + 1
-            position = lax.rem(position, np.asarray(bound, pos_dtype))
+            position = indices_lib.in_own_loop(position, math.prod(window.in_spatial) + 1)
             return _select_taps(x, position, window), position, None
         dtype = index_offset.dtype
-        index = lax.rem(index_offset + position.astype(dtype),
-                        np.asarray(np.iinfo(dtype).max, dtype))
+        index = indices_lib.in_own_loop(index_offset + position.astype(dtype),
+                                        np.iinfo(dtype).max)
         position = (index - index_offset).astype(pos_dtype)
         return _select_taps(x, position, window), position, index
 
