@@ -71,6 +71,12 @@ def _adaptive_max(fmt):
     return fn, lambda x: (x,)
 
 
+def _global_max(fmt):
+    def fn(x):
+        return jaxpool.adaptive_max_pool(x, 1, data_format=fmt, return_indices=True)
+    return fn, lambda x: (x,)
+
+
 def _adaptive_avg(fmt):
     def fn(x):
         return (jaxpool.adaptive_avg_pool(x, (3, 5), data_format=fmt),)
@@ -93,6 +99,7 @@ OPS = {
     "max_pool": _max_pool(0),
     "avg_pool": ("avg_pool", _avg_pool),
     "adaptive_max_pool": ("adaptive_max_pool", _adaptive_max),
+    "global_max_pool": ("adaptive_max_pool", _global_max),
     "adaptive_avg_pool": ("adaptive_avg_pool", _adaptive_avg),
     "max_unpool": ("max_unpool", _unpool),
 }
