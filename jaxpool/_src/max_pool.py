@@ -66,8 +66,9 @@ def _argmax(x: jax.Array, window: Window, index_offset: jax.Array | None = None
     region = taps_lib.full_region(window)
 
     def cpu():
-        if index_offset is not None and _tiled_axis(window) is not None:
-            return _argmax_reduce(x, window, index_offset)
+        tiled = _tiled_axis(window)
+        if index_offset is not None and tiled is not None:
+            return _argmax_reduce(x, window, index_offset, tiled)
         position = _by_regions(
             window, lambda region: _argmax_chain(x, window, pos_dtype, region, False)[1])
         # The chain runs in its own loop, whose output is the indices, rather than again in
@@ -105,12 +106,12 @@ def _tiled_axis(window: Window) -> int | None:
     return i
 
 
-def _argmax_reduce(x: jax.Array, window: Window, index_offset: jax.Array
+def _argmax_reduce(x: jax.Array, window: Window, index_offset: jax.Array, i: int
                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """:func:`_argmax` for windows that tile one axis: that axis split into ``(out, kernel)``
-    and one variadic reduction of ``(value, index)`` pairs by :func:`indices.argmax_pair`,
-    which XLA's CPU backend runs as a single loop with both outputs."""
-    i = _tiled_axis(window)
+    """:func:`_argmax` for windows that tile spatial axis ``i`` (:func:`_tiled_axis`): that
+    axis split into ``(out, kernel)`` and one variadic reduction of ``(value, index)`` pairs
+    by :func:`indices.argmax_pair`, which XLA's CPU backend runs as a single loop with both
+    outputs."""
     a, k, out = window.spatial_axes[i], window.kernel[i], window.out_spatial[i]
     x = lax.slice_in_dim(x, 0, out * k, axis=a)
     shape = x.shape[:a] + (out, k) + x.shape[a + 1:]
