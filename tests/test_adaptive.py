@@ -186,7 +186,8 @@ def test_nan_and_inf():
     """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
     gives -inf and its first element."""
     rng = np.random.default_rng(4)
-    for shape, output_size in (((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,))):
+    for shape, output_size in (((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)),
+                               ((1, 2, 50, 50), (16, 16))):
         x = rng.standard_normal(shape).astype(np.float32)
         x[rng.random(shape) < 0.1] = np.nan
         x[..., :3] = -np.inf
@@ -208,6 +209,7 @@ BIT_CASES = [
     ((2, 3, 7, 7), (1, 1)),  # global
     ((2, 3, 50), (16,)),  # several runs along one axis
     ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
+    ((1, 2, 50, 50), (16, 16)),  # two runs of 8 bins along each axis: chains per region
     ((1, 2, 4, 6, 5), (2, 3, 2)),
 ]
 

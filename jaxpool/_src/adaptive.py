@@ -18,7 +18,8 @@ over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).
 On a CPU the bins along each axis split into regular runs (:func:`window.adaptive_runs`), whose
 taps are strided slices; a box of runs, one per axis, is a *region*, and the regions' outputs
 are concatenated.  Chains over the taps of each region give the maxima and sums where one
-axis pools, and the argmax in 1-D and where every axis is one run (global pooling).
+axis pools, and the argmax in 1-D and where the regions are few and long (global pooling,
+50 x 50 -> 16 x 16).
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ _CHAIN_WIDTH = 8
 _JOINT_TAPS = 25
 # On a CPU, chains over the taps of all axes beat the reduction one axis at a time up to about
 # this many taps: with one spatial axis (the argmax of 256 x 256 x 100 -> 7 in NXC: 7 against
-# 30 ms), with one pooled axis for the maxima and sums alone, and for the argmax when the bins
-# form one regular run along each axis (global pooling of a 7 x 7 map: 0.7 against 1.5 ms in
-# NCX).  Concatenating several runs along more than one axis, or more taps, runs slower.
+# 30 ms), and with one pooled axis for the maxima and sums alone.
 _CPU_JOINT_TAPS = 49
+# The argmax over the taps of each region, on a CPU, up to this many tap views in all (compile
+# time grows with them: 0.5 s for 64), where the regions are few and long: the runs of bins
+# along every axis hold at least _CPU_RUN_BINS bins (50 x 50 -> 16 x 16, two runs of 8 per
+# axis: 1.2x the time in NCX, 0.6-1.1x in NXC, and no partly reduced intermediate of 25 MiB),
+# or one run per axis (global pooling of a 7 x 7 map: 0.7 against 1.7 ms in NCX).  Short
+# runs make many small regions, and run slower (14 x 14 -> 4 x 4, runs of 2 bins: 2.6x in NCX).
+_CPU_REGION_TAPS = 64
+_CPU_RUN_BINS = 8
 
 
 def _bins(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -182,39 +189,38 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     """The bin maxima, with their exact bits, and the positions of their first occurrence (or
     first NaN), in two chains over the taps of each region.
 
-    The first chain keeps a running ``max``, reading each view once, and moves the position
+    The first chain keeps a running ``max``, reading each view once, and moves the tap offset
     to a tap that raises it (a NaN over a number included; a NaN maximum is kept).  The
-    second reads the views once more and selects, for each output, the view of its argmax
-    tap, so that the values keep their bits (signed zeros, NaN payloads).
+    offsets are computed in a loop of their own (:func:`indices.in_own_loop`); the second
+    chain reads the views once more and selects, for each output, the view of its argmax tap,
+    so that the values keep their bits (signed zeros, NaN payloads).  Without that loop XLA
+    would compute the first chain again inside the second and inside every consumer of the
+    positions (the gradient's scatter among them).
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    bound = math.prod(window.in_spatial) + 1
+    found = {}
 
-    def positions(region):
-        y = delta = None
+    def compute(region):
+        y = offset = None
         for view, d in _region_taps(x, window, region):
-            d = np.asarray(d, pos_dtype)
             if y is None:
-                y, delta = view, jnp.zeros(view.shape, pos_dtype)
+                y, offset = view, jnp.zeros(view.shape, pos_dtype)
                 continue
             y_new = lax.max(y, view)
             take = indices_lib.raises(y_new, y)
-            y, delta = y_new, lax.select(take, jnp.broadcast_to(d, view.shape), delta)
-        return _region_origins(window, region, pos_dtype, x.ndim) + delta
-
-    position = _over_regions(window, positions)
-
-    def values(region):
-        start, limit = [0] * x.ndim, list(position.shape)
-        for axis, run in zip(window.spatial_axes, region):
-            start[axis], limit[axis] = run.out_start, run.out_stop
-        offset = (lax.slice(position, start, limit)
-                  - _region_origins(window, region, pos_dtype, x.ndim))
+            offset = lax.select(take, jnp.broadcast_to(np.asarray(d, pos_dtype), view.shape),
+                                offset)
+            y = y_new
+        offset = indices_lib.in_own_loop(offset, bound)
         y = None
         for view, d in _region_taps(x, window, region):
             y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype), view, y)
-        return y
+        found[region] = y
+        return _region_origins(window, region, pos_dtype, x.ndim) + offset
 
-    return _over_regions(window, values), position
+    position = _over_regions(window, compute)
+    return _over_regions(window, found.__getitem__), position
 
 
 def _max_values(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
@@ -248,13 +254,16 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     Small bins find both over the taps of all pooled axes at once, which keeps no partly
     reduced intermediate: off the CPU in one chain (XLA:GPU fuses it into one loop); on a
     CPU, where XLA makes no loop with two outputs, in :func:`_chain_positions`' two chains,
-    where the bins form one regular run along each axis (or there is one axis).  Otherwise
-    the pairs reduce one axis at a time.
+    where the regions are few and long (``_CPU_REGION_TAPS``).  Otherwise the pairs reduce
+    one axis at a time.
     """
     by_axis = functools.partial(_max_positions_by_axis, x, window)
     joint = math.prod(window.max_bin(i) for i in range(window.nd)) <= _JOINT_TAPS
-    cpu_joint = (_region_taps_total(window) <= _CPU_JOINT_TAPS
-                 and (window.nd == 1 or all(len(window.runs(i)) == 1 for i in range(window.nd))))
+    runs = [window.runs(i) for i in range(window.nd)]
+    cpu_joint = (_region_taps_total(window) <= _CPU_REGION_TAPS
+                 and (window.nd == 1 or all(len(r) == 1 for r in runs)
+                      or all(run.out_stop - run.out_start >= _CPU_RUN_BINS
+                             for r in runs for run in r)))
     if not joint and not cpu_joint:
         return by_axis()
     return lax.platform_dependent(
