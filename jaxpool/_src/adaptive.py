@@ -15,11 +15,12 @@ divides once by the static bin volumes.  The argmax reduces ``(O, M)`` windows o
 taps of all axes at once, with no partly reduced intermediate.  Off the CPU that is one chain
 over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).
 
-On a CPU the bins along each axis split into regular runs (:func:`window.adaptive_runs`), whose
-taps are strided slices; a box of runs, one per axis, is a *region*, and the regions' outputs
-are concatenated.  Chains over the taps of each region give the maxima and sums where one
-axis pools, and the argmax in 1-D and where the regions are few and long (global pooling,
-50 x 50 -> 16 x 16).
+On a CPU the bins along an axis repeat in ``g = gcd(L, O)`` periods of ``L / g`` inputs, so
+the axis reshapes into ``(g, L / g)``, and the bins of one period split into regular runs
+(:func:`window.adaptive_runs`), whose taps are strided slices over all periods at once; a box
+of runs, one per axis, is a *region*, and the regions' outputs are concatenated.  Chains over
+the taps of each region give the maxima and sums where one axis pools, and the argmax in 1-D
+and where the runs are long or one per axis (global pooling, 50 x 50 -> 16 x 16).
 """
 
 from __future__ import annotations
@@ -49,15 +50,13 @@ _CHAIN_WIDTH = 8
 _JOINT_TAPS = 25
 # On a CPU, chains over the taps of all axes beat the reduction one axis at a time up to about
 # this many taps: with one spatial axis (the argmax of 256 x 256 x 100 -> 7 in NXC: 7 against
-# 30 ms), and with one pooled axis for the maxima and sums alone.
+# 30 ms), with one pooled axis for the maxima and sums alone, and for the argmax where the
+# bins form one regular run along each axis (global pooling of a 7 x 7 map: 0.7 against
+# 1.7 ms in NCX) or runs of at least _CPU_RUN_BINS bins in each period (50 x 50 -> 16 x 16:
+# two periods of one run of 8 bins per axis, 16 taps; 0.7-1.0x the time, no partly reduced
+# intermediate of 25 MiB).  Short runs make small loops, slower (14 x 14 -> 4 x 4, two periods
+# of 2 bins: 2.7x the time in NCX).
 _CPU_JOINT_TAPS = 49
-# The argmax over the taps of each region, on a CPU, up to this many tap views in all (compile
-# time grows with them: 0.5 s for 64), where the regions are few and long: the runs of bins
-# along every axis hold at least _CPU_RUN_BINS bins (50 x 50 -> 16 x 16, two runs of 8 per
-# axis: 1.2x the time in NCX, 0.6-1.1x in NXC, and no partly reduced intermediate of 25 MiB),
-# or one run per axis (global pooling of a 7 x 7 map: 0.7 against 1.7 ms in NCX).  Short
-# runs make many small regions, and run slower (14 x 14 -> 4 x 4, runs of 2 bins: 2.6x in NCX).
-_CPU_REGION_TAPS = 64
 _CPU_RUN_BINS = 8
 
 
@@ -119,60 +118,100 @@ def _wide(length: int, out: int) -> bool:
 Region = tuple  # one BinRun per spatial axis: a box of outputs whose windows are regular
 
 
+def _period(window: AdaptiveWindow, i: int) -> int:
+    """``g = gcd(L, O)`` along spatial axis ``i``: bin ``o + O / g`` starts ``L / g`` after bin
+    ``o``, so the bins repeat in ``g`` periods of ``L / g`` inputs and ``O / g`` outputs."""
+    return math.gcd(window.in_spatial[i], window.out_spatial[i])
+
+
+def _period_runs(window: AdaptiveWindow, i: int) -> tuple[window_lib.BinRun, ...]:
+    """The bins of one period along spatial axis ``i`` as regular runs (50 -> 16: two periods
+    of 25 -> 8, each one run of 8 bins of 4, stride 3)."""
+    g = _period(window, i)
+    return window_lib.adaptive_runs(window.in_spatial[i] // g, window.out_spatial[i] // g)
+
+
+def _split_periods(a: jax.Array, window: AdaptiveWindow, sizes: tuple[int, ...]) -> jax.Array:
+    """``a`` with spatial axis ``i`` (of size ``sizes[i]``) split into ``(g, sizes[i] / g)``
+    (a reshape, free): the periods, then the positions within one."""
+    first = window.spatial_axes[0]
+    shape = list(a.shape[:first])
+    for i, n in enumerate(sizes):
+        g = _period(window, i)
+        shape += [g, n // g]
+    return a.reshape(shape + list(a.shape[first + window.nd:]))
+
+
+def _within_axes(window: AdaptiveWindow) -> tuple[int, ...]:
+    """The axes of the positions within a period in :func:`_split_periods`' result."""
+    return tuple(window.spatial_axes[0] + 2 * i + 1 for i in range(window.nd))
+
+
 def _region_taps_total(window: AdaptiveWindow) -> int:
     """The number of tap views the chains over all regions read."""
-    return math.prod(sum(run.width for run in window.runs(i)) for i in range(window.nd))
+    return math.prod(sum(run.width for run in _period_runs(window, i)) for i in range(window.nd))
 
 
 def _over_regions(window: AdaptiveWindow, compute: Callable[[Region], jax.Array]
                   ) -> jax.Array:
-    """``compute(region)`` for every region, concatenated into the output."""
+    """``compute(region)`` for every region of one period (on the arrays split by
+    :func:`_split_periods`, so over all periods at once), concatenated into the output."""
+    axes = _within_axes(window)
+
     def along(i: int, prefix: Region) -> jax.Array:
         if i == window.nd:
             return compute(prefix)
-        pieces = [along(i + 1, prefix + (run,)) for run in window.runs(i)]
+        pieces = [along(i + 1, prefix + (run,)) for run in _period_runs(window, i)]
         if len(pieces) == 1:
             return pieces[0]
-        return lax.concatenate(pieces, window.spatial_axes[i])
+        return lax.concatenate(pieces, axes[i])
 
-    return along(0, ())
+    out = along(0, ())
+    return out.reshape(out.shape[:axes[0] - 1] + window.out_spatial + out.shape[axes[-1] + 1:])
 
 
-def _region_taps(x: jax.Array, window: AdaptiveWindow, region: Region
+def _region_taps(xs: jax.Array, window: AdaptiveWindow, region: Region
                  ) -> Iterator[tuple[jax.Array, int]]:
     """The tap views of ``region`` in row-major tap order, each with its spatial-position
-    offset from its bin's first element.  Tap ``m`` holds element ``start + m`` of every
-    bin: a strided slice of ``x``."""
+    offset from its bin's first element.  ``xs`` is the input split by
+    :func:`_split_periods`; tap ``m`` holds element ``start + m`` of every bin of the region
+    in every period: a strided slice."""
     strides = indices_lib.plane_strides(window.in_spatial)
+    axes = _within_axes(window)
     for tap in itertools.product(*(range(run.width) for run in region)):
-        start, limit, step = [0] * x.ndim, list(x.shape), [1] * x.ndim
-        for axis, run, m in zip(window.spatial_axes, region, tap):
+        start, limit, step = [0] * xs.ndim, list(xs.shape), [1] * xs.ndim
+        for axis, run, m in zip(axes, region, tap):
             start[axis] = run.in_start + m
             limit[axis] = start[axis] + (run.out_stop - run.out_start - 1) * run.stride + 1
             step[axis] = run.stride
-        yield lax.slice(x, start, limit, step), sum(m * st for m, st in zip(tap, strides))
+        yield lax.slice(xs, start, limit, step), sum(m * st for m, st in zip(tap, strides))
 
 
 def _region_origins(window: AdaptiveWindow, region: Region, dtype: np.dtype,
                     rank: int) -> jax.Array:
-    """The spatial position of each bin's first element in ``region`` (broadcasts against
-    the region's outputs)."""
+    """The spatial position of each bin's first element in ``region`` of every period
+    (broadcasts against the region's outputs in the split layout of rank ``rank``)."""
     shape = [1] * rank
-    for axis, run in zip(window.spatial_axes, region):
-        shape[axis] = run.out_stop - run.out_start
+    axes = _within_axes(window)
+    for i, (axis, run) in enumerate(zip(axes, region)):
+        shape[axis - 1], shape[axis] = _period(window, i), run.out_stop - run.out_start
     total = np.zeros((), dtype)
-    for axis, run, st in zip(window.spatial_axes, region,
-                             indices_lib.plane_strides(window.in_spatial)):
-        term = lax.broadcasted_iota(dtype, shape, axis) * np.asarray(run.stride * st, dtype)
+    for i, (axis, run, st) in enumerate(zip(axes, region,
+                                            indices_lib.plane_strides(window.in_spatial))):
+        period = window.in_spatial[i] // _period(window, i)
+        term = (lax.broadcasted_iota(dtype, shape, axis - 1) * np.asarray(period * st, dtype)
+                + lax.broadcasted_iota(dtype, shape, axis) * np.asarray(run.stride * st, dtype))
         total = total + (term + np.asarray(run.in_start * st, dtype))
     return total
 
 
 def _chain_reduce(x: jax.Array, window: AdaptiveWindow, combine) -> jax.Array:
     """``combine`` (``max`` or ``add``) over the taps of each region, as one chain."""
+    xs = _split_periods(x, window, window.in_spatial)
+
     def compute(region):
         y = None
-        for view, _ in _region_taps(x, window, region):
+        for view, _ in _region_taps(xs, window, region):
             y = view if y is None else combine(y, view)
         return y
     return _over_regions(window, compute)
@@ -199,11 +238,12 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     bound = math.prod(window.in_spatial) + 1
+    xs = _split_periods(x, window, window.in_spatial)
     found = {}
 
     def compute(region):
         y = offset = None
-        for view, d in _region_taps(x, window, region):
+        for view, d in _region_taps(xs, window, region):
             if y is None:
                 y, offset = view, jnp.zeros(view.shape, pos_dtype)
                 continue
@@ -214,10 +254,10 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
             y = y_new
         offset = indices_lib.in_own_loop(offset, bound)
         y = None
-        for view, d in _region_taps(x, window, region):
+        for view, d in _region_taps(xs, window, region):
             y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype), view, y)
         found[region] = y
-        return _region_origins(window, region, pos_dtype, x.ndim) + offset
+        return _region_origins(window, region, pos_dtype, xs.ndim) + offset
 
     position = _over_regions(window, compute)
     return _over_regions(window, found.__getitem__), position
@@ -254,16 +294,16 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     Small bins find both over the taps of all pooled axes at once, which keeps no partly
     reduced intermediate: off the CPU in one chain (XLA:GPU fuses it into one loop); on a
     CPU, where XLA makes no loop with two outputs, in :func:`_chain_positions`' two chains,
-    where the regions are few and long (``_CPU_REGION_TAPS``).  Otherwise the pairs reduce
-    one axis at a time.
+    where the runs of bins are long or one per axis (``_CPU_JOINT_TAPS``).  Otherwise the
+    pairs reduce one axis at a time.
     """
     by_axis = functools.partial(_max_positions_by_axis, x, window)
     joint = math.prod(window.max_bin(i) for i in range(window.nd)) <= _JOINT_TAPS
-    runs = [window.runs(i) for i in range(window.nd)]
-    cpu_joint = (_region_taps_total(window) <= _CPU_REGION_TAPS
-                 and (window.nd == 1 or all(len(r) == 1 for r in runs)
-                      or all(run.out_stop - run.out_start >= _CPU_RUN_BINS
-                             for r in runs for run in r)))
+    long_runs = all(run.out_stop - run.out_start >= _CPU_RUN_BINS
+                    for i in range(window.nd) for run in _period_runs(window, i))
+    cpu_joint = (_region_taps_total(window) <= _CPU_JOINT_TAPS
+                 and (window.nd == 1 or long_runs
+                      or all(len(window.runs(i)) == 1 for i in range(window.nd))))
     if not joint and not cpu_joint:
         return by_axis()
     return lax.platform_dependent(
