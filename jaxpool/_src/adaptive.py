@@ -234,11 +234,13 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     chain reads the views once more and selects, for each output, the view of its argmax tap,
     so that the values keep their bits (signed zeros, NaN payloads).  Without that loop XLA
     would compute the first chain again inside the second and inside every consumer of the
-    positions (the gradient's scatter among them).
+    positions (the gradient's scatter among them).  With one bin per plane a gather of the
+    input at the positions replaces the second chain (32 x 512 x 7 x 7: 0.7-0.8x the time).
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     bound = math.prod(window.in_spatial) + 1
     xs = _split_periods(x, window, window.in_spatial)
+    gather = all(o == 1 for o in window.out_spatial)
     found = {}
 
     def compute(region):
@@ -253,13 +255,17 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
                                 offset)
             y = y_new
         offset = indices_lib.in_own_loop(offset, bound)
-        y = None
-        for view, d in _region_taps(xs, window, region):
-            y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype), view, y)
-        found[region] = y
+        if not gather:
+            y = None
+            for view, d in _region_taps(xs, window, region):
+                y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype),
+                                                      view, y)
+            found[region] = y
         return _region_origins(window, region, pos_dtype, xs.ndim) + offset
 
     position = _over_regions(window, compute)
+    if gather:
+        return indices_lib.gather_planes(x, position, window.data_format), position
     return _over_regions(window, found.__getitem__), position
 
 
