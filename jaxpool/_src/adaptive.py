@@ -131,15 +131,15 @@ def _period_runs(window: AdaptiveWindow, i: int) -> tuple[window_lib.BinRun, ...
     return window_lib.adaptive_runs(window.in_spatial[i] // g, window.out_spatial[i] // g)
 
 
-def _split_periods(a: jax.Array, window: AdaptiveWindow, sizes: tuple[int, ...]) -> jax.Array:
-    """``a`` with spatial axis ``i`` (of size ``sizes[i]``) split into ``(g, sizes[i] / g)``
-    (a reshape, free): the periods, then the positions within one."""
+def _split_periods(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """``x`` with spatial axis ``i`` (of length ``L``) split into ``(g, L / g)`` (a reshape,
+    free): the periods, then the positions within one."""
     first = window.spatial_axes[0]
-    shape = list(a.shape[:first])
-    for i, n in enumerate(sizes):
+    shape = list(x.shape[:first])
+    for i, length in enumerate(window.in_spatial):
         g = _period(window, i)
-        shape += [g, n // g]
-    return a.reshape(shape + list(a.shape[first + window.nd:]))
+        shape += [g, length // g]
+    return x.reshape(shape + list(x.shape[first + window.nd:]))
 
 
 def _within_axes(window: AdaptiveWindow) -> tuple[int, ...]:
@@ -207,7 +207,7 @@ def _region_origins(window: AdaptiveWindow, region: Region, dtype: np.dtype,
 
 def _chain_reduce(x: jax.Array, window: AdaptiveWindow, combine) -> jax.Array:
     """``combine`` (``max`` or ``add``) over the taps of each region, as one chain."""
-    xs = _split_periods(x, window, window.in_spatial)
+    xs = _split_periods(x, window)
 
     def compute(region):
         y = None
@@ -239,7 +239,7 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     bound = math.prod(window.in_spatial) + 1
-    xs = _split_periods(x, window, window.in_spatial)
+    xs = _split_periods(x, window)
     gather = all(o == 1 for o in window.out_spatial)
     found = {}
 
