@@ -142,12 +142,16 @@ def _by_regions(window: Window, compute) -> jax.Array:
     whole loop, and this way only the thin borders pay for them.  In NXC the channels are
     innermost, padding costs little, and one loop beats the concatenation.
     """
-    region = taps_lib.full_region(window)
-    splits = any(taps_lib.interior(window, i) not in ((0, 0), (0, o))
-                 for i, o in enumerate(window.out_spatial))
-    if window.data_format != "NCX" or not splits:
-        return compute(region)
-    return _split(window, compute, 0, region)
+    if not _splits(window):
+        return compute(taps_lib.full_region(window))
+    return _split(window, compute, 0, taps_lib.full_region(window))
+
+
+def _splits(window: Window) -> bool:
+    """Whether :func:`_by_regions` splits the outputs (NCX, with windows in the padding)."""
+    return window.data_format == "NCX" and any(
+        taps_lib.interior(window, i) not in ((0, 0), (0, o))
+        for i, o in enumerate(window.out_spatial))
 
 
 def _split(window: Window, compute, i: int, region) -> jax.Array:
@@ -211,8 +215,14 @@ def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array
 
     Reads ``x`` through the tap views once more (a fused loop, no gather), so that values keep
     their exact bits (signed zeros, NaN payloads).  Windows with no input element give the
-    padding value.
+    padding value.  Where :func:`_by_regions` splits the outputs and every window holds an
+    input element, a gather at the positions reads the same bits in about the same time, and
+    is one op instead of a chain per region (the stem, 32x64x112x112 k3 s2 p1 in NCX: compile
+    0.66 -> 0.45 s).
     """
+    if _splits(window) and taps_lib.first_inside(window)[1].all():
+        return indices_lib.gather_planes(x, position, window.data_format)
+
     def compute(region):
         start = [0] * position.ndim
         limit = list(position.shape)
