@@ -209,7 +209,8 @@ BIT_CASES = [
     ((2, 3, 7, 7), (1, 1)),  # global
     ((2, 3, 50), (16,)),  # several runs along one axis
     ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
-    ((1, 2, 50, 50), (16, 16)),  # two runs of 8 bins along each axis: chains per region
+    ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
+    ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
     ((1, 2, 4, 6, 5), (2, 3, 2)),
 ]
 
