@@ -191,6 +191,8 @@ def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: tap
         d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
         if delta is None:
             delta = jnp.full(shape, d)
+            if not exact:
+                view = _first_view(x, window, tap, fill, region)
         if exact:
             take = indices_lib.replaces(view, y)
             y = lax.select(take, view, y)
@@ -207,6 +209,23 @@ def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: tap
         return y, jnp.broadcast_to(first.astype(pos_dtype), shape)
     position = taps_lib.window_origins(window, pos_dtype, region) + delta
     return y, jnp.where(y == fill, first.astype(pos_dtype), position)
+
+
+def _first_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill,
+                region: taps_lib.Region) -> jax.Array:
+    """The first tap's view for the ``max`` chain, padded by a select instead of a pad.
+
+    The chain starts from this view itself (``max`` with the padding value simplifies away),
+    and reads it three times; XLA's CPU backend then materialises a padded view rather than
+    fuse it, but fuses a select of a view padded with ones, used once (stem NXC, with indices:
+    0.86x the time, compile 0.53 -> 0.27 s).  The ones keep it apart from the values pass's
+    zero-padded views, which XLA would otherwise merge with it and materialise.
+    """
+    inside = taps_lib.tap_inside(window, tap, region)
+    if inside.all():
+        return taps_lib.tap_view(x, window, tap, fill, region)
+    view = taps_lib.tap_view(x, window, tap, np.ones((), x.dtype), region)
+    return jnp.where(inside, view, np.asarray(fill, x.dtype))
 
 
 def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
