@@ -152,22 +152,25 @@ def _region_taps_total(window: AdaptiveWindow) -> int:
     return math.prod(sum(run.width for run in _period_runs(window, i)) for i in range(window.nd))
 
 
-def _over_regions(window: AdaptiveWindow, compute: Callable[[Region], jax.Array]
-                  ) -> jax.Array:
-    """``compute(region)`` for every region of one period (on the arrays split by
-    :func:`_split_periods`, so over all periods at once), concatenated into the output."""
+def _over_regions(window: AdaptiveWindow, compute: Callable[[Region], Any]) -> Any:
+    """``compute(region)`` (an array or a tuple of arrays) for every region of one period (on
+    the arrays split by :func:`_split_periods`, so over all periods at once), concatenated
+    into the output."""
     axes = _within_axes(window)
 
-    def along(i: int, prefix: Region) -> jax.Array:
+    def along(i: int, prefix: Region):
         if i == window.nd:
             return compute(prefix)
         pieces = [along(i + 1, prefix + (run,)) for run in _period_runs(window, i)]
         if len(pieces) == 1:
             return pieces[0]
-        return lax.concatenate(pieces, axes[i])
+        return jax.tree.map(lambda *p: lax.concatenate(p, axes[i]), *pieces)
 
-    out = along(0, ())
-    return out.reshape(out.shape[:axes[0] - 1] + window.out_spatial + out.shape[axes[-1] + 1:])
+    def merge(out: jax.Array) -> jax.Array:
+        return out.reshape(out.shape[:axes[0] - 1] + window.out_spatial
+                           + out.shape[axes[-1] + 1:])
+
+    return jax.tree.map(merge, along(0, ()))
 
 
 def _region_taps(xs: jax.Array, window: AdaptiveWindow, region: Region
@@ -241,7 +244,6 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     bound = math.prod(window.in_spatial) + 1
     xs = _split_periods(x, window)
     gather = all(o == 1 for o in window.out_spatial)
-    found = {}
 
     def compute(region):
         y = offset = None
@@ -255,18 +257,18 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
                                 offset)
             y = y_new
         offset = indices_lib.in_own_loop(offset, bound)
-        if not gather:
-            y = None
-            for view, d in _region_taps(xs, window, region):
-                y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype),
-                                                      view, y)
-            found[region] = y
-        return _region_origins(window, region, pos_dtype, xs.ndim) + offset
+        position = _region_origins(window, region, pos_dtype, xs.ndim) + offset
+        if gather:
+            return position
+        y = None
+        for view, d in _region_taps(xs, window, region):
+            y = view if y is None else lax.select(offset == np.asarray(d, pos_dtype), view, y)
+        return y, position
 
-    position = _over_regions(window, compute)
     if gather:
+        position = _over_regions(window, compute)
         return indices_lib.gather_planes(x, position, window.data_format), position
-    return _over_regions(window, found.__getitem__), position
+    return _over_regions(window, compute)
 
 
 def _max_values(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
