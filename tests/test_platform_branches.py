@@ -121,6 +121,38 @@ def test_adaptive_max_keeps_the_first_maximum_bit_for_bit(data_format):
                                                                      data_format)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_adaptive_global_max_matches_runtime(dtype, data_format):
+    """One bin per plane: one reduction over the merged spatial axes.  (With NaN, against
+    the NumPy reference: the runtime skips NaN.)"""
+    rng = np.random.default_rng(len(dtype))
+    for shape in [(2, 3, 9), (2, 3, 7, 7), (1, 2, 1, 5), (2, 2, 3, 4, 5)]:
+        output_size = [1] * (len(shape) - 2)
+        for data in ("random", "ties", "-inf", "nan"):
+            if dtype != "float32" and data in ("-inf", "nan"):
+                continue
+            x = test_adaptive._sample(rng, dtype, shape, ties=data == "ties")
+            if data in ("-inf", "nan"):
+                x[rng.random(shape) < 0.3] = -np.inf
+                x[:, 0] = -np.inf
+            if data == "nan":
+                x[rng.random(shape) < 0.1] = np.nan
+                expected, expected_i = test_adaptive._reference_max(x, output_size)
+            else:
+                expected, expected_i = oracle.adaptive_max_pool(x, output_size)
+            cfg = dict(data_format=data_format, output_size=output_size)
+            y, i = test_adaptive._call(jaxpool.adaptive_max_pool, x, cfg, return_indices=True)
+            np.testing.assert_array_equal(y, expected, err_msg=f"{shape} {data}")
+            np.testing.assert_array_equal(i, expected_i, err_msg=f"{shape} {data}")
+
+
+@pytest.mark.parametrize("shape, data_format", [
+    ((2, 3, 4, 5), "NCX"), ((2, 4, 5, 3), "NXC"), ((3, 2, 7), "NCX"), ((2, 3, 2, 3, 4), "NXC")])
+def test_adaptive_global_max_derivatives(shape, data_format, x64):
+    test_adaptive.test_global_max_derivatives_read_the_argmax(shape, data_format, None)
+
+
 def _one_pooled_axis_seeds():
     """The runtime-check seeds with one pooled axis (there a CPU chains over the runs)."""
     for seed in range(100):

@@ -13,7 +13,8 @@ windows, masked for the sum (a select, so that infinities stay infinite).  The a
 divides once by the static bin volumes.  The argmax reduces ``(O, M)`` windows of
 ``(value, position)`` pairs one axis at a time, unless the bins are small: then it scans the
 taps of all axes at once, with no partly reduced intermediate.  Off the CPU that is one chain
-over gathered tap views (bins of at most ``_JOINT_TAPS`` elements).
+over gathered tap views (bins of at most ``_JOINT_TAPS`` elements), or, with one bin per
+plane, one reduction over the plane's merged spatial axes.
 
 On a CPU the bins along an axis repeat in ``g = gcd(L, O)`` periods of ``L / g`` inputs, so
 the axis reshapes into ``(g, L / g)``, and the bins of one period split into regular runs
@@ -302,8 +303,9 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     Small bins find both over the taps of all pooled axes at once, which keeps no partly
     reduced intermediate: off the CPU in one chain (XLA:GPU fuses it into one loop); on a
     CPU, where XLA makes no loop with two outputs, in :func:`_chain_positions`' two chains,
-    where the runs of bins are long or one per axis (``_CPU_JOINT_TAPS``).  Otherwise the
-    pairs reduce one axis at a time.
+    where the runs of bins are long or one per axis (``_CPU_JOINT_TAPS``).  Off the CPU, one
+    bin per plane is one reduction over the merged plane.  Otherwise the pairs reduce one
+    axis at a time.
     """
     by_axis = functools.partial(_max_positions_by_axis, x, window)
     joint = math.prod(window.max_bin(i) for i in range(window.nd)) <= _JOINT_TAPS
@@ -312,11 +314,16 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     cpu_joint = (_region_taps_total(window) <= _CPU_JOINT_TAPS
                  and (window.nd == 1 or long_runs
                       or all(len(window.runs(i)) == 1 for i in range(window.nd))))
-    if not joint and not cpu_joint:
+    cpu = functools.partial(_chain_positions, x, window) if cpu_joint else by_axis
+    if all(o == 1 for o in window.out_spatial):
+        default = functools.partial(_max_positions_global, x, window)
+    elif joint:
+        default = functools.partial(_max_positions_chain, x, window)
+    else:
+        default = by_axis
+    if cpu is by_axis and default is by_axis:
         return by_axis()
-    return lax.platform_dependent(
-        cpu=functools.partial(_chain_positions, x, window) if cpu_joint else by_axis,
-        default=functools.partial(_max_positions_chain, x, window) if joint else by_axis)
+    return lax.platform_dependent(cpu=cpu, default=default)
 
 
 def _max_positions_chain(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
@@ -348,6 +355,23 @@ def _max_positions_chain(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Arra
         take = indices_lib.replaces(view, y)
         y, position = lax.select(take, view, y), lax.select(take, p, position)
     return y, position
+
+
+def _max_positions_global(x: jax.Array, window: AdaptiveWindow
+                          ) -> tuple[jax.Array, jax.Array]:
+    """:func:`_max_positions` with one bin per plane, off the CPU: the spatial axes, adjacent
+    in both layouts, merge into one, and one reduction of ``(value, position)`` pairs over it
+    (:func:`indices.argmax_pair`, the positions an iota) leaves no partly reduced
+    intermediate.  (On a CPU this reduction runs about 3x slower than one axis at a time.)"""
+    floating = jnp.issubdtype(x.dtype, jnp.floating)
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    first = window.spatial_axes[0]
+    plane = x.reshape(x.shape[:first] + (-1,) + x.shape[first + window.nd:])
+    fill = -np.inf if floating else np.iinfo(x.dtype).min
+    init = (np.asarray(fill, x.dtype), np.asarray(np.iinfo(pos_dtype).max, pos_dtype))
+    y, position = lax.reduce((plane, lax.broadcasted_iota(pos_dtype, plane.shape, first)), init,
+                             indices_lib.argmax_pair(floating), (first,))
+    return y.reshape(window.out_shape), position.reshape(window.out_shape)
 
 
 def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
