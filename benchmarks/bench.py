@@ -278,6 +278,15 @@ def copy_bandwidth(quick: bool) -> dict[str, float]:
     return {c.name: c.io_bytes / statistics.median(c.times) for c in contenders}
 
 
+def dispatch_floor(quick: bool, min_call_s: float) -> float:
+    """Seconds per call of a jitted ``x + 1`` on one element, timed as the workloads are: the
+    cost of a call whatever its work (on a GPU, rows near it measure the dispatch, not the
+    op)."""
+    one = jax_contender("xla x+1 on one element", lambda x: x + 1, jnp.zeros((1,), jnp.float32))
+    interleaved([one], rounds=3 if quick else 15, warmup=1, min_call_s=min_call_s)
+    return statistics.median(one.times)
+
+
 # --------------------------------------------------------------------------------------------
 # Contenders per op.
 # --------------------------------------------------------------------------------------------
@@ -858,11 +867,13 @@ def main(argv: list[str] | None = None) -> int:
     openvino = None if args.no_openvino or gpu else OpenVINO()
     bandwidths = copy_bandwidth(args.quick)
     bandwidth = bandwidths["xla x+1 in place"]
+    dispatch = dispatch_floor(args.quick, args.min_stretch_ms / 1e3)
     print(
         f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} cores, "
         f"{args.reps} rounds; copy bandwidth (GB/s): "
         + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in bandwidths.items())
         + "; floor = io bytes / 'xla x+1 in place'"
+        + f"; dispatch floor {dispatch * 1e3:.4f} ms per call (x + 1 on one element)"
     )
 
     groups = []
@@ -905,6 +916,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads": THREADS,
             "copy_bandwidth_Bps": bandwidths,
             "floor_bandwidth": "xla x+1 in place",
+            "dispatch_floor_s": dispatch,
             "rounds": args.reps,
             "warmup": args.warmup,
             "min_stretch_ms": args.min_stretch_ms,
