@@ -367,9 +367,8 @@ def _max_positions_global(x: jax.Array, window: AdaptiveWindow
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     first = window.spatial_axes[0]
     plane = x.reshape(x.shape[:first] + (-1,) + x.shape[first + window.nd:])
-    fill = -np.inf if floating else np.iinfo(x.dtype).min
-    init = (np.asarray(fill, x.dtype), np.asarray(np.iinfo(pos_dtype).max, pos_dtype))
-    y, position = lax.reduce((plane, lax.broadcasted_iota(pos_dtype, plane.shape, first)), init,
+    y, position = lax.reduce((plane, lax.broadcasted_iota(pos_dtype, plane.shape, first)),
+                             indices_lib.argmax_init(x.dtype, pos_dtype),
                              indices_lib.argmax_pair(floating), (first,))
     return y.reshape(window.out_shape), position.reshape(window.out_shape)
 
@@ -387,8 +386,7 @@ def _max_positions_by_axis(x: jax.Array, window: AdaptiveWindow
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     strides = indices_lib.plane_strides(window.in_spatial)
-    fill = -np.inf if floating else np.iinfo(x.dtype).min
-    init = (np.asarray(fill, x.dtype), np.asarray(np.iinfo(pos_dtype).max, pos_dtype))
+    init = indices_lib.argmax_init(x.dtype, pos_dtype)
     y, position = x, None
     for i, axis, length, out in _reduced_axes(window):
         w, table = _bin_windows(y, axis, length, out)

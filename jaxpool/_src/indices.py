@@ -233,6 +233,15 @@ def argmax_pair(floating: bool):
     return pick
 
 
+def argmax_init(dtype: Any, position_dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The identity of :func:`argmax_pair`: the lowest value (``-inf``, or the integer type's
+    minimum) at the largest position."""
+    dtype = np.dtype(dtype)
+    lowest = np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
+    return (np.asarray(lowest, dtype),
+            np.asarray(np.iinfo(position_dtype).max, position_dtype))
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def found_at(read: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, y: jax.Array,
              position: jax.Array) -> jax.Array:

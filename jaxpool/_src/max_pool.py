@@ -126,9 +126,8 @@ def _argmax_reduce(x: jax.Array, window: Window, index_offset: jax.Array, i: int
             own = lax.broadcasted_iota(dtype, shape, d)
         index = index + own * np.asarray(st, dtype)
     floating = jnp.issubdtype(x.dtype, jnp.floating)
-    init = (np.asarray(lowest(x.dtype), x.dtype), np.asarray(np.iinfo(dtype).max, dtype))
-    y, index = lax.reduce((x.reshape(shape), index), init, indices_lib.argmax_pair(floating),
-                          (a + 1,))
+    y, index = lax.reduce((x.reshape(shape), index), indices_lib.argmax_init(x.dtype, dtype),
+                          indices_lib.argmax_pair(floating), (a + 1,))
     position = (index - index_offset).astype(indices_lib.position_dtype(window.in_spatial))
     return y, position, index
 
