@@ -148,6 +148,11 @@ def _within_axes(window: AdaptiveWindow) -> tuple[int, ...]:
     return tuple(window.spatial_axes[0] + 2 * i + 1 for i in range(window.nd))
 
 
+def _one_bin_per_plane(window: AdaptiveWindow) -> bool:
+    """Global pooling: every output is one bin over its whole ``(n, c)`` plane."""
+    return all(o == 1 for o in window.out_spatial)
+
+
 def _region_taps_total(window: AdaptiveWindow) -> int:
     """The number of tap views the chains over all regions read."""
     return math.prod(sum(run.width for run in _period_runs(window, i)) for i in range(window.nd))
@@ -244,7 +249,7 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     bound = math.prod(window.in_spatial) + 1
     xs = _split_periods(x, window)
-    gather = all(o == 1 for o in window.out_spatial)
+    gather = _one_bin_per_plane(window)
 
     def compute(region):
         y = offset = None
@@ -315,7 +320,7 @@ def _max_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
                  and (window.nd == 1 or long_runs
                       or all(len(window.runs(i)) == 1 for i in range(window.nd))))
     cpu = functools.partial(_chain_positions, x, window) if cpu_joint else by_axis
-    if all(o == 1 for o in window.out_spatial):
+    if _one_bin_per_plane(window):
         default = functools.partial(_max_positions_global, x, window)
     elif joint:
         default = functools.partial(_max_positions_chain, x, window)
@@ -418,7 +423,7 @@ def _max_positions_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Arr
     gathers ``x_dot`` there (its transpose, the gradient, is a scatter-add), or where each
     plane is one bin, reads it with :func:`_read_whole_planes`."""
     y, position = _max_positions(lax.stop_gradient(x), window)
-    if all(o == 1 for o in window.out_spatial):
+    if _one_bin_per_plane(window):
         read = functools.partial(_read_whole_planes, window=window)
     else:
         read = functools.partial(indices_lib.gather_planes, data_format=window.data_format)

@@ -233,12 +233,17 @@ def argmax_pair(floating: bool):
     return pick
 
 
+def lowest(dtype: Any):
+    """The lowest value of ``dtype``: ``-inf``, or the minimum of an integer type (a max
+    pool's padding value)."""
+    if np.issubdtype(dtype, np.integer):
+        return np.iinfo(dtype).min
+    return -np.inf
+
+
 def argmax_init(dtype: Any, position_dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The identity of :func:`argmax_pair`: the lowest value (``-inf``, or the integer type's
-    minimum) at the largest position."""
-    dtype = np.dtype(dtype)
-    lowest = np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
-    return (np.asarray(lowest, dtype),
+    """The identity of :func:`argmax_pair`: the lowest value at the largest position."""
+    return (np.asarray(lowest(dtype), dtype),
             np.asarray(np.iinfo(position_dtype).max, position_dtype))
 
 

@@ -18,13 +18,6 @@ from jaxpool._src import window as window_lib
 from jaxpool._src.window import Window
 
 
-def lowest(dtype: np.dtype):
-    """The padding value of a max pool: ``-inf``, or the minimum of an integer type."""
-    if np.issubdtype(dtype, np.integer):
-        return np.iinfo(dtype).min
-    return -np.inf
-
-
 def _max_values(x: jax.Array, window: Window) -> jax.Array:
     """The window maxima (NaN propagates).
 
@@ -33,11 +26,11 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
     """
     return lax.platform_dependent(
         cpu=lambda: _max_chain(x, window),
-        default=lambda: taps_lib.reduce_window(x, window, lowest(x.dtype), lax.max))
+        default=lambda: taps_lib.reduce_window(x, window, indices_lib.lowest(x.dtype), lax.max))
 
 
 def _max_chain(x: jax.Array, window: Window) -> jax.Array:
-    fill = lowest(x.dtype)
+    fill = indices_lib.lowest(x.dtype)
     y = None
     for tap in taps_lib.taps(window):
         view = taps_lib.tap_view(x, window, tap, fill)
@@ -181,7 +174,7 @@ def _argmax_chain(x: jax.Array, window: Window, pos_dtype: np.dtype, region: tap
     may differ).  Where the maximum is the padding value, every input element of the window
     equals it (or there is none), and the position is the window's first input element.
     """
-    fill = lowest(x.dtype)
+    fill = indices_lib.lowest(x.dtype)
     shape = taps_lib.region_shape(window, region)
     y = jnp.full(shape, fill, x.dtype)
     delta = None
@@ -253,7 +246,7 @@ def _select_taps(x: jax.Array, position: jax.Array, window: Window) -> jax.Array
 
 def _select_region(x: jax.Array, position: jax.Array, window: Window,
                    region: taps_lib.Region) -> jax.Array:
-    fill = np.asarray(lowest(x.dtype), x.dtype)
+    fill = np.asarray(indices_lib.lowest(x.dtype), x.dtype)
     offset = position - taps_lib.window_origins(window, position.dtype, region)
     y = jnp.full(position.shape, fill)
     all_taps = list(taps_lib.taps(window))
