@@ -250,32 +250,50 @@ def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
     )
 
 
-def copy_bandwidth(quick: bool) -> dict[str, float]:
-    """Bytes (read + written) per second of three copies of a large float32 array.
+FLOOR = "xla x+1 in place"
 
-    ``xla x+1 in place``: a jitted ``x + 1`` with the input donated, so the output reuses its
-    buffer; this is the memory floor's bandwidth.  ``xla x+1``: the same into a fresh output
-    buffer, as every XLA op without donation writes (the new pages are faulted in on every
-    call).  ``np.copyto``: NumPy into a preallocated array.
-    """
+
+def in_place_copy(quick: bool) -> Contender:
+    """A jitted ``x + 1`` on a large float32 array with the input donated, so that the output
+    reuses its buffer: the memory floor's copy.  Its ``io_bytes`` are what it reads and
+    writes."""
     n = (1 << 24) if quick else (1 << 26)
-    x = jnp.zeros((n,), jnp.float32)
     state = [jnp.zeros((n,), jnp.float32)]
     increment = jax.jit(lambda x: x + 1, donate_argnums=0).lower(state[0]).compile()
 
-    def in_place():
+    def call():
         state[0] = increment(state[0])
         return state[0]
 
+    return Contender(FLOOR, call, 2 * 4 * n, jax.block_until_ready)
+
+
+def copy_bandwidth(quick: bool, floor: Contender) -> dict[str, float]:
+    """Bytes (read + written) per second of three copies of a large float32 array.
+
+    ``xla x+1 in place``: ``floor`` (:func:`in_place_copy`).  ``xla x+1``: the same into a
+    fresh output buffer, as every XLA op without donation writes (the new pages are faulted in
+    on every call).  ``np.copyto``: NumPy into a preallocated array.
+    """
+    n = floor.io_bytes // 8
+    x = jnp.zeros((n,), jnp.float32)
     a = np.zeros((n,), np.float32)
     b = np.empty_like(a)
     contenders = [
-        Contender("xla x+1 in place", in_place, 2 * a.nbytes, jax.block_until_ready),
+        floor,
         jax_contender("xla x+1", lambda x: x + 1, x),
         Contender("np.copyto", lambda: np.copyto(b, a), 2 * a.nbytes),
     ]
     interleaved(contenders, rounds=3 if quick else 15, warmup=1)
     return {c.name: c.io_bytes / statistics.median(c.times) for c in contenders}
+
+
+def times_floor(c: Contender, floor: Contender) -> float:
+    """Median over rounds of ``c``'s time over its memory floor in that round: its bytes over
+    the bandwidth of ``floor``, timed in the same rounds (a paired ratio, like the others)."""
+    return statistics.median(
+        t * floor.io_bytes / (f * c.io_bytes) for t, f in zip(c.times, floor.times, strict=False)
+    )
 
 
 def dispatch_floor(quick: bool, min_call_s: float) -> float:
@@ -614,12 +632,16 @@ def matched_jaxpool(peer: str, names: list[str]) -> str | None:
     return "jaxpool" if "jaxpool" in names else None
 
 
-def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandwidth):
+def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor):
     cs, sizes = build_group(wl, layout, mode, torch, openvino)
-    interleaved(cs, rounds=args.reps, warmup=args.warmup, min_call_s=args.min_stretch_ms / 1e3,
-                max_call_s=args.max_call_s, settle_s=args.settle_ms / 1e3)
+    # The floor's copy runs in the same rounds, so that a slow moment of the machine moves the
+    # floor with the contenders.
+    interleaved(cs + [floor], rounds=args.reps, warmup=args.warmup,
+                min_call_s=args.min_stretch_ms / 1e3, max_call_s=args.max_call_s,
+                settle_s=args.settle_ms / 1e3)
     by_name = {c.name: c for c in cs}
     names = list(by_name)
+    bandwidth = floor.io_bytes / statistics.median(floor.times)
     rows = []
     for c in cs:
         q25, med, q75 = quartiles(c.times)
@@ -634,7 +656,7 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandw
                 "times_s": c.times,
                 "io_bytes": c.io_bytes,
                 "floor_s": c.io_bytes / bandwidth,
-                "x_floor": med / (c.io_bytes / bandwidth),
+                "x_floor": times_floor(c, floor),
                 "compile_s": c.compile_s,
                 "temp_bytes": c.temp_bytes,
                 "faults_per_call": statistics.median(c.faults) if c.faults else None,
@@ -683,6 +705,7 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, bandw
         "shape_ncx": list(wl.shape),
         "describe": wl.describe(),
         "sizes_bytes": sizes,
+        "floor_bandwidth_Bps": bandwidth,
         "rows": rows,
         "ratios": ratios,
         "targets": [dataclasses.asdict(t) | {"verdict": t.verdict} for t in targets],
@@ -865,14 +888,14 @@ def main(argv: list[str] | None = None) -> int:
         args.json = os.path.join(RESULTS, name + ".json")
     torch = None if args.no_torch else Torch("cuda" if gpu else "cpu")
     openvino = None if args.no_openvino or gpu else OpenVINO()
-    bandwidths = copy_bandwidth(args.quick)
-    bandwidth = bandwidths["xla x+1 in place"]
+    floor = in_place_copy(args.quick)
+    bandwidths = copy_bandwidth(args.quick, floor)
     dispatch = dispatch_floor(args.quick, args.min_stretch_ms / 1e3)
     print(
         f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} cores, "
         f"{args.reps} rounds; copy bandwidth (GB/s): "
         + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in bandwidths.items())
-        + "; floor = io bytes / 'xla x+1 in place'"
+        + f"; floor = io bytes / '{FLOOR}', timed in every round of each group"
         + f"; dispatch floor {dispatch * 1e3:.4f} ms per call (x + 1 on one element)"
     )
 
@@ -889,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.quick and not args.only and wl.name not in QUICK:
                     continue
                 try:
-                    g = run_group(wl, layout, mode, args, torch, openvino, bandwidth)
+                    g = run_group(wl, layout, mode, args, torch, openvino, floor)
                 except LookupError as e:
                     if str(e).strip("'") not in skipped:
                         print(
@@ -915,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_count": os.cpu_count(),
             "threads": THREADS,
             "copy_bandwidth_Bps": bandwidths,
-            "floor_bandwidth": "xla x+1 in place",
+            "floor_bandwidth": f"{FLOOR}, timed in every round of each group",
             "dispatch_floor_s": dispatch,
             "rounds": args.reps,
             "warmup": args.warmup,
