@@ -550,20 +550,24 @@ def _bin_matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.A
     Where the axes after ``axis`` hold more than ``out`` elements, the product is batched over
     the axes before it, so that it (and its transpose, the gradient) comes out in ``a``'s own
     layout instead of a transposed copy; the matrix, repeated over the batch, is then the
-    smaller array.
+    smaller array.  Axes of size 1 leave the batch: with them XLA transposed the gradient
+    (NXC, batch 1, 50x50 -> 16x16: temp 3.4 -> 0.9 MiB).
     """
     starts, ends = _bins(length, out)
     p = np.arange(length)[None, :]
     matrix = ((p >= starts[:, None]) & (p < ends[:, None])).astype(a.dtype)
-    batch, inner = a.shape[:axis], a.shape[axis + 1:]
+    shape, inner = a.shape, a.shape[axis + 1:]
     if math.prod(inner) <= out:
         total = lax.dot_general(a, matrix, (((axis,), (1,)), ((), ())),
                                 precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
         return jnp.moveaxis(total, -1, axis)
-    dims = tuple(range(axis))
-    return lax.dot_general(jnp.broadcast_to(matrix, batch + matrix.shape), a,
-                           (((axis + 1,), (axis,)), (dims, dims)),
-                           precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
+    batch = tuple(d for d in shape[:axis] if d != 1)
+    dims = tuple(range(len(batch)))
+    total = lax.dot_general(jnp.broadcast_to(matrix, batch + matrix.shape),
+                            a.reshape(batch + shape[axis:]),
+                            (((len(batch) + 1,), (len(batch),)), (dims, dims)),
+                            precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
+    return total.reshape(shape[:axis] + (out,) + inner)
 
 
 @averaging.differentiates_as(_bin_matrix_product)
