@@ -636,9 +636,14 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor
     cs, sizes = build_group(wl, layout, mode, torch, openvino)
     # The floor's copy runs in the same rounds, so that a slow moment of the machine moves the
     # floor with the contenders.
-    interleaved(cs + [floor], rounds=args.reps, warmup=args.warmup,
-                min_call_s=args.min_stretch_ms / 1e3, max_call_s=args.max_call_s,
-                settle_s=args.settle_ms / 1e3)
+    interleaved(
+        cs + [floor],
+        rounds=args.reps,
+        warmup=args.warmup,
+        min_call_s=args.min_stretch_ms / 1e3,
+        max_call_s=args.max_call_s,
+        settle_s=args.settle_ms / 1e3,
+    )
     by_name = {c.name: c for c in cs}
     names = list(by_name)
     bandwidth = floor.io_bytes / statistics.median(floor.times)

@@ -57,8 +57,13 @@ def predict(model, x):
     return jnp.argmax(model(x), axis=-1)
 
 
-def main(epochs: int = 4, sizes: tuple[int, ...] = (8, 12, 16), batch_size: int = 64,
-         learning_rate: float = 1e-2, seed: int = 0) -> dict:
+def main(
+    epochs: int = 4,
+    sizes: tuple[int, ...] = (8, 12, 16),
+    batch_size: int = 64,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+) -> dict:
     """Trains on every size in turn; returns the losses and the test accuracy per size."""
     digits = load_digits()
     images = (digits.images / 16.0).astype(np.float32)
@@ -77,16 +82,21 @@ def main(epochs: int = 4, sizes: tuple[int, ...] = (8, 12, 16), batch_size: int 
         perm = rng.permutation(train)
         epoch_losses = []
         for b in range(len(perm) // batch_size):
-            batch = perm[b * batch_size:(b + 1) * batch_size]
+            batch = perm[b * batch_size : (b + 1) * batch_size]
             size = sizes[b % len(sizes)]  # each batch has one size; sizes alternate
-            epoch_losses.append(float(train_step(model, optimizer, data[size][batch],
-                                                 labels[batch])))
+            epoch_losses.append(
+                float(train_step(model, optimizer, data[size][batch], labels[batch]))
+            )
         losses.append(float(np.mean(epoch_losses)))
-        print(f"epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} "
-              f"({time.perf_counter() - start:.1f} s)")
+        print(
+            f"epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} "
+            f"({time.perf_counter() - start:.1f} s)"
+        )
 
-    accuracy = {size: float(np.mean(np.asarray(predict(model, data[size][test]))
-                                    == labels[test])) for size in sizes}
+    accuracy = {
+        size: float(np.mean(np.asarray(predict(model, data[size][test])) == labels[test]))
+        for size in sizes
+    }
     for size, acc in accuracy.items():
         print(f"test accuracy at {size}x{size}: {acc:.3f}")
     mean = float(np.mean(list(accuracy.values())))

@@ -38,12 +38,17 @@ def main(out_path: str | None = "quickstart.png", size: int = 96) -> dict:
     print(f"max_pool(kernel=3, strides=2, same_upper): {pooled.shape}")
 
     coarse, indices = jaxpool.adaptive_max_pool(
-        small, (size // 8, width // 8), data_format="NXC", return_indices=True)
-    print(f"adaptive_max_pool to {coarse.shape[1:3]}: values {coarse.shape}, "
-          f"indices {indices.shape} {indices.dtype}")
-    print(f"  red channel, top-left bin: max {float(coarse[0, 0, 0, 0]):.3f} at spatial index "
-          f"{int(indices[0, 0, 0, 0])} = row {int(indices[0, 0, 0, 0]) // width}, "
-          f"column {int(indices[0, 0, 0, 0]) % width}")
+        small, (size // 8, width // 8), data_format="NXC", return_indices=True
+    )
+    print(
+        f"adaptive_max_pool to {coarse.shape[1:3]}: values {coarse.shape}, "
+        f"indices {indices.shape} {indices.dtype}"
+    )
+    print(
+        f"  red channel, top-left bin: max {float(coarse[0, 0, 0, 0]):.3f} at spatial index "
+        f"{int(indices[0, 0, 0, 0])} = row {int(indices[0, 0, 0, 0]) // width}, "
+        f"column {int(indices[0, 0, 0, 0]) % width}"
+    )
 
     sparse = jaxpool.max_unpool(coarse, indices, small.shape, axis=2, data_format="NXC")
     kept = int(jnp.count_nonzero(sparse.sum(-1)))
@@ -58,8 +63,12 @@ def main(out_path: str | None = "quickstart.png", size: int = 96) -> dict:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
 
-            panels = [("input (adaptive_avg_pool)", small), ("max_pool 3x3 / 2", pooled),
-                      ("adaptive_max_pool", coarse), ("max_unpool of the maxima", sparse)]
+            panels = [
+                ("input (adaptive_avg_pool)", small),
+                ("max_pool 3x3 / 2", pooled),
+                ("adaptive_max_pool", coarse),
+                ("max_unpool of the maxima", sparse),
+            ]
             fig, axes = plt.subplots(1, 4, figsize=(14, 3.4))
             for ax, (title, img) in zip(axes, panels, strict=True):
                 ax.imshow(np.clip(np.asarray(img[0]), 0, 1), interpolation="nearest")
@@ -69,8 +78,14 @@ def main(out_path: str | None = "quickstart.png", size: int = 96) -> dict:
             fig.savefig(out_path, dpi=80)
             plt.close(fig)
             print(f"figure saved to {out_path}")
-    return {"small": small, "pooled": pooled, "coarse": coarse, "indices": indices,
-            "unpooled": sparse, "figure": out_path}
+    return {
+        "small": small,
+        "pooled": pooled,
+        "coarse": coarse,
+        "indices": indices,
+        "unpooled": sparse,
+        "figure": out_path,
+    }
 
 
 if __name__ == "__main__":

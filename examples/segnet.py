@@ -31,10 +31,10 @@ def make_data(n: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     for k in range(n):
         s = rng.integers(size // 4, size // 2)
         top, left = rng.integers(0, size - s, 2)
-        labels[k, top:top + s, left:left + s] = 1
+        labels[k, top : top + s, left : left + s] = 1
         radius = rng.integers(size // 6, size // 4)
         cy, cx = rng.integers(radius, size - radius, 2)
-        labels[k][(r - cy) ** 2 + (c - cx) ** 2 <= radius ** 2] = 2
+        labels[k][(r - cy) ** 2 + (c - cx) ** 2 <= radius**2] = 2
     images += np.where(labels == 1, 1.0, np.where(labels == 2, 0.5, 0.0)).astype(np.float32)
     return images[..., None], labels
 
@@ -75,8 +75,14 @@ def pixel_accuracy(model, x, labels):
     return jnp.mean(jnp.argmax(model(x), axis=-1) == labels)
 
 
-def main(epochs: int = 6, size: int = 24, n_train: int = 256, batch_size: int = 32,
-         learning_rate: float = 1e-2, seed: int = 0) -> dict:
+def main(
+    epochs: int = 6,
+    size: int = 24,
+    n_train: int = 256,
+    batch_size: int = 32,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+) -> dict:
     """Trains the SegNet; returns the loss per epoch and the test pixel accuracy."""
     x, y = make_data(n_train, size, seed)
     x_test, y_test = make_data(64, size, seed + 1)
@@ -88,12 +94,18 @@ def main(epochs: int = 6, size: int = 24, n_train: int = 256, batch_size: int = 
         start = time.perf_counter()
         perm = rng.permutation(n_train)
         batch_losses = [
-            float(train_step(model, optimizer, x[perm[b:b + batch_size]],
-                             y[perm[b:b + batch_size]]))
-            for b in range(0, n_train - batch_size + 1, batch_size)]
+            float(
+                train_step(
+                    model, optimizer, x[perm[b : b + batch_size]], y[perm[b : b + batch_size]]
+                )
+            )
+            for b in range(0, n_train - batch_size + 1, batch_size)
+        ]
         losses.append(float(np.mean(batch_losses)))
-        print(f"epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} "
-              f"({time.perf_counter() - start:.1f} s)")
+        print(
+            f"epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} "
+            f"({time.perf_counter() - start:.1f} s)"
+        )
     accuracy = float(pixel_accuracy(model, x_test, y_test))
     background = float(np.mean(y_test == 0))
     print(f"test pixel accuracy {accuracy:.3f} (all-background guess: {background:.3f})")

@@ -259,14 +259,14 @@ def _parse_xml(xml: str | bytes | ElementTree.Element) -> tuple[str, int, dict[s
         try:
             element = ElementTree.fromstring(xml)
         except ElementTree.ParseError as error:
-            shown = xml if len(xml) <= 80 else xml[:77] + "..."
+            shown: str | bytes = xml
+            if len(xml) > 80:
+                shown = xml[:77] + "..." if isinstance(xml, str) else xml[:77] + b"..."
             raise ValueError(
                 f"`xml_or_type` (={shown!r}) is not well-formed XML: {error}."
             ) from None
     if element.tag != "layer":
-        raise ValueError(
-            f"`xml_or_type` must be a <layer> element, got a <{element.tag}> element."
-        )
+        raise ValueError(f"`xml_or_type` must be a <layer> element, got a <{element.tag}> element.")
     op_type = element.get("type")
     if op_type is None:
         raise ValueError("`xml_or_type` is a <layer> element without a `type` attribute.")
@@ -275,7 +275,7 @@ def _parse_xml(xml: str | bytes | ElementTree.Element) -> tuple[str, int, dict[s
     if opset is None:
         raise ValueError(
             f"`xml_or_type` is a {op_type} <layer> without a `version` attribute "
-            f"(such as version=\"opset8\")."
+            f'(such as version="opset8").'
         )
     version = _version_in_opset(op_type, opset)
     data = element.findall("data")
@@ -292,9 +292,7 @@ def _parse_xml(xml: str | bytes | ElementTree.Element) -> tuple[str, int, dict[s
 
 def _int_list(name: str, text: str) -> tuple[int, ...]:
     if not _INT_LIST_RE.match(text):
-        raise ValueError(
-            f"`{name}` (={text!r}) must be comma-separated integers, such as '2, 2'."
-        )
+        raise ValueError(f"`{name}` (={text!r}) must be comma-separated integers, such as '2, 2'.")
     values = tuple(int(v) for v in text.split(","))
     minimum = _INT_LISTS[name]
     if any(v < minimum for v in values):
@@ -337,38 +335,68 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
     if op_type.startswith("Adaptive"):
         if op_type == "AdaptiveAvgPool":
             return Layer(op_type, version, "adaptive_avg_pool", ())
-        index_type = _word("index_element_type", attrs.get("index_element_type", "i64"),
-                           ("i32", "i64"), where)
-        return Layer(op_type, version, "adaptive_max_pool",
-                     (("return_indices", True), ("index_element_type", index_type)))
+        index_type = _word(
+            "index_element_type", attrs.get("index_element_type", "i64"), ("i32", "i64"), where
+        )
+        return Layer(
+            op_type,
+            version,
+            "adaptive_max_pool",
+            (("return_indices", True), ("index_element_type", index_type)),
+        )
 
     for name in _REQUIRED:
         if name not in attrs:
             raise ValueError(f"`{name}` is a required attribute of {where} and is missing.")
-    lists = {name: _int_list(name, attrs[name]) if name in attrs else None
-             for name in ("kernel", "strides", "pads_begin", "pads_end", "dilations")}
+    lists = {
+        name: _int_list(name, attrs[name]) if name in attrs else None
+        for name in ("kernel", "strides", "pads_begin", "pads_end", "dilations")
+    }
     rounding_types = ("floor", "ceil", "ceil_torch") if version >= 14 else ("floor", "ceil")
     hint = "" if version >= 14 else " ('ceil_torch' needs version 14)"
-    rounding_type = _word("rounding_type", attrs.get("rounding_type", "floor"), rounding_types,
-                          where, hint)
+    rounding_type = _word(
+        "rounding_type", attrs.get("rounding_type", "floor"), rounding_types, where, hint
+    )
     auto_pad = _word("auto_pad", attrs.get("auto_pad", "explicit"), _AUTO_PADS, where)
-    common = (("kernel", lists["kernel"]), ("strides", lists["strides"]),
-              ("pads_begin", lists["pads_begin"]), ("pads_end", lists["pads_end"]))
+    common = (
+        ("kernel", lists["kernel"]),
+        ("strides", lists["strides"]),
+        ("pads_begin", lists["pads_begin"]),
+        ("pads_end", lists["pads_end"]),
+    )
 
     if op_type == "AvgPool":
         exclude_pad = _bool("exclude-pad", attrs.get("exclude-pad", "true"))
-        return Layer(op_type, version, "avg_pool", (
-            *common, ("exclude_pad", exclude_pad), ("rounding_type", rounding_type),
-            ("auto_pad", auto_pad)))
+        return Layer(
+            op_type,
+            version,
+            "avg_pool",
+            (
+                *common,
+                ("exclude_pad", exclude_pad),
+                ("rounding_type", rounding_type),
+                ("auto_pad", auto_pad),
+            ),
+        )
 
     arguments = (*common, ("rounding_type", rounding_type), ("auto_pad", auto_pad))
     if version == 1:
         return Layer(op_type, version, "max_pool", arguments)
-    index_type = _word("index_element_type", attrs.get("index_element_type", "i64"),
-                       ("i32", "i64"), where)
+    index_type = _word(
+        "index_element_type", attrs.get("index_element_type", "i64"), ("i32", "i64"), where
+    )
     axis_text = attrs.get("axis", "0")
     if not _INT_RE.match(axis_text):
         raise ValueError(f"`axis` (={axis_text!r}) must be an integer, such as '0' or '2'.")
-    return Layer(op_type, version, "max_pool", (
-        *arguments, ("dilations", lists["dilations"]), ("return_indices", True),
-        ("index_element_type", index_type), ("axis", int(axis_text))))
+    return Layer(
+        op_type,
+        version,
+        "max_pool",
+        (
+            *arguments,
+            ("dilations", lists["dilations"]),
+            ("return_indices", True),
+            ("index_element_type", index_type),
+            ("axis", int(axis_text)),
+        ),
+    )

@@ -16,12 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import indices as indices_lib
+
 
 def accumulator_dtype(dtype: Any) -> np.dtype:
     """The dtype an average sums in: float32 for 16-bit floats, the widest int for integers."""
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.integer):
-        wide = np.int64 if jax.config.jax_enable_x64 else np.int32
+        wide = np.int64 if indices_lib.x64_enabled() else np.int32
         return np.dtype(wide)
     if dtype.itemsize < 4:
         return np.dtype(np.float32)

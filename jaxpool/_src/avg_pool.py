@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import dispatch
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.averaging import accumulator_dtype, differentiates_as, divide
@@ -34,29 +35,26 @@ def _divisors(window: Window, exclude_pad: bool) -> np.ndarray:
             count = np.full(o.shape, window.kernel[i])
         else:
             length = window.in_spatial[i]
-            count = (np.clip(start + window.kernel[i], 0, length) - np.clip(start, 0, length))
+            count = np.clip(start + window.kernel[i], 0, length) - np.clip(start, 0, length)
         divisor = divisor * taps_lib.broadcast_axis(count, window, i, rank)
     return divisor
 
 
 def _tap_sum(x: jax.Array, window: Window) -> jax.Array:
-    """The window sums as a fused chain of ``+`` over the tap views (padding adds 0)."""
-    total = None
-    for tap in taps_lib.taps(window):
-        view = taps_lib.tap_view(x, window, tap, 0)
-        total = view if total is None else total + view
-    return total
+    """The window sums as a fused chain of ``+`` over the tap views (padding adds 0); its
+    transpose pads and adds the strided cotangents in one fused loop."""
+    return taps_lib.fold(x, window, lax.add, 0)
+
+
+def _reduce_window_sum(x: jax.Array, window: Window) -> jax.Array:
+    """The window sums by XLA's ``reduce_window``, which a GPU runs at its memory floor."""
+    return taps_lib.reduce_window(x, window, 0, lax.add)
 
 
 @differentiates_as(_tap_sum)
 def _window_sum(x: jax.Array, window: Window) -> jax.Array:
-    """The window sums: on a CPU the tap chain, several times faster there than XLA's
-    ``reduce_window``; elsewhere ``reduce_window``, which a GPU runs at its memory floor.  The
-    derivative is the tap chain on either, whose transpose (the gradient) pads and adds the
-    strided cotangents in one fused loop."""
-    return lax.platform_dependent(
-        cpu=lambda: _tap_sum(x, window),
-        default=lambda: taps_lib.reduce_window(x, window, 0, lax.add))
+    """The window sums, differentiated as the tap chain on every platform."""
+    return dispatch.run("avg_pool", _reduce_window_sum, x, window)
 
 
 @functools.partial(jax.jit, static_argnames=("window", "exclude_pad"))
@@ -122,8 +120,16 @@ def avg_pool(
     x = jnp.asarray(x)
     window_lib.check_input("x", x.shape, x.dtype)
     window = window_lib.make_window(
-        x.shape, kernel, strides, pads_begin, pads_end, None,
-        rounding_type=rounding_type, auto_pad=auto_pad, data_format=data_format)
+        x.shape,
+        kernel,
+        strides,
+        pads_begin,
+        pads_end,
+        None,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+        data_format=data_format,
+    )
     if not isinstance(exclude_pad, (bool, np.bool_)):
         raise TypeError(f"`exclude_pad` must be a bool, got {exclude_pad!r}.")
     return _avg_pool(x, window, bool(exclude_pad))

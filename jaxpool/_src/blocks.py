@@ -9,7 +9,7 @@ dilation in ``[0, (kernel - 1) * dilation]``.  The windows that can hold an elem
 ``j`` (one phase when windows do not overlap).  For a map ``position`` from windows to
 spatial positions::
 
-    take(x, position)[o] = x[position[o]]
+    read_at(x, position)[o] = x[position[o]]
                          = sum_m sum_j where(position[o] == own(o + m, j), x_blocks[o + m, j], 0)
 
 where ``own(b, j) = b * stride + j`` is the spatial position of element ``j`` of block ``b``
@@ -33,7 +33,7 @@ from jaxpool._src import taps as taps_lib
 from jaxpool._src.window import Window
 
 
-def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
+def read_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     """``x`` at ``position`` for every window; zero for windows with no input element.
 
     ``x`` has the input's shape and ``position`` the output's, both in ``window``'s layout;
@@ -53,14 +53,23 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
         span = (window.kernel[i] - 1) * window.dilations[i]
         # Window ``b - m`` reads element ``j`` of block ``b`` with its tap at ``m * s + j + pb``
         # from the window's start; keep the phases where that is a tap for some ``j``.
-        phases.append([m for m in range(-((pb + s - 1) // s), (span - pb) // s + 1) if any(
-            0 <= m * s + j + pb <= span and (m * s + j + pb) % window.dilations[i] == 0
-            for j in range(s))])
+        phases.append(
+            [
+                m
+                for m in range(-((pb + s - 1) // s), (span - pb) // s + 1)
+                if any(
+                    0 <= m * s + j + pb <= span and (m * s + j + pb) % window.dilations[i] == 0
+                    for j in range(s)
+                )
+            ]
+        )
         blocks.append(-(-length // s))
         pads[a] = (0, blocks[-1] * s - length, 0)
 
     # Each spatial axis becomes (block, offset); `split[a]` is the block axis of axis `a`.
-    split, block_shape, position_shape = {}, [], []
+    split: dict[int, int] = {}
+    block_shape: list[int] = []
+    position_shape: list[int] = []
     for a, n in enumerate(x.shape):
         split[a] = len(block_shape)
         if a in spatial:
@@ -75,14 +84,15 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
 
     own_shape = [1] * len(block_shape)
     for a in spatial:
-        own_shape[split[a]:split[a] + 2] = block_shape[split[a]:split[a] + 2]
+        own_shape[split[a] : split[a] + 2] = block_shape[split[a] : split[a] + 2]
     plane = indices_lib.plane_strides(window.in_spatial)
     own = None
     for a, i in spatial.items():
         s = window.strides[i]
-        term = (lax.broadcasted_iota(dtype, own_shape, split[a]) * s
-                + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
-                ) * np.asarray(plane[i], dtype)
+        term = (
+            lax.broadcasted_iota(dtype, own_shape, split[a]) * s
+            + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
+        ) * np.asarray(plane[i], dtype)
         own = term if own is None else own + term
 
     position = position.reshape(position_shape)
@@ -101,4 +111,5 @@ def take(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
         term = jnp.sum(jnp.where(shifted == own, x_blocks, zero), axis=offset_axes)
         term = lax.pad(term, zero, unshift)
         total = term if total is None else total + term
+    assert total is not None  # at least one phase per axis
     return total

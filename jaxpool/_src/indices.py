@@ -9,7 +9,7 @@ input, taken modulo the product of the dimensions from ``axis`` on::
 the element's own ``(n, c)`` plane.  The same data in NXC layout gets the same indices.  The
 ops compute ``flat(p)`` (the spatial position) and this module turns it into the index.  It
 also holds the rule that picks among equal maxima (:func:`replaces`: the first, and the first
-NaN) and the derivative that every max op routes through its positions (:func:`found_at`).
+NaN) and the derivative that every max op routes through its positions (:func:`maxima_at`).
 """
 
 from __future__ import annotations
@@ -29,13 +29,18 @@ from jaxpool._src import window as window_lib
 INDEX_ELEMENT_TYPES = ("i32", "i64")
 
 
+def x64_enabled() -> bool:
+    """Whether 64-bit types are enabled (``jax_enable_x64``, or inside ``jax.enable_x64``)."""
+    return bool(jax.dtypes.canonicalize_dtype(np.int64) == np.int64)
+
+
 def index_dtype(index_element_type: Any) -> np.dtype:
     """Resolves ``index_element_type`` ("i32", "i64", a dtype or None) to int32 or int64.
 
     ``None`` is int64 when ``jax_enable_x64`` is on and int32 otherwise.  int64 without x64 is an
     error: JAX would silently give int32.
     """
-    x64 = bool(jax.config.jax_enable_x64)
+    x64 = x64_enabled()
     if index_element_type is None:
         return np.dtype(np.int64 if x64 else np.int32)
     if isinstance(index_element_type, str):
@@ -89,7 +94,7 @@ def position_dtype(spatial: Sequence[int]) -> np.dtype:
     """The narrowest dtype, int32 or int64, that holds every spatial position."""
     if math.prod(spatial) - 1 <= np.iinfo(np.int32).max:
         return np.dtype(np.int32)
-    if not jax.config.jax_enable_x64:
+    if not x64_enabled():
         raise ValueError(
             f"the spatial grid {tuple(spatial)} has more than 2**31 positions; enable "
             "`jax_enable_x64` to index it."
@@ -100,15 +105,16 @@ def position_dtype(spatial: Sequence[int]) -> np.dtype:
 def plane_strides(spatial: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides of the spatial axes within one ``(n, c)`` plane:
     ``flat(p) = sum_i p[i] * plane_strides(spatial)[i]``."""
-    return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
+    return tuple(math.prod(spatial[i + 1 :]) for i in range(len(spatial)))
 
 
 def _iota(dtype: np.dtype, shape: Sequence[int], dim: int) -> jax.Array:
     return lax.broadcasted_iota(dtype, tuple(shape), dim)
 
 
-def plane_offset(shape: Sequence[int], ncx_shape: Sequence[int], data_format: str,
-                 axis: int, dtype: np.dtype) -> jax.Array | None:
+def plane_offset(
+    shape: Sequence[int], ncx_shape: Sequence[int], data_format: str, axis: int, dtype: np.dtype
+) -> jax.Array | np.ndarray | None:
     """The index of each ``(n, c)`` plane's first element, broadcasting against a pooled
     output of ``shape`` (in ``data_format``'s layout): ``index = offset + flat(p)``.
 
@@ -119,14 +125,15 @@ def plane_offset(shape: Sequence[int], ncx_shape: Sequence[int], data_format: st
     spatial = tuple(ncx_shape[2:])
     size = math.prod(spatial)
     if axis >= 2:
-        return np.zeros((), dtype) if math.prod(spatial[axis - 2:]) == size else None
+        return np.zeros((), dtype) if math.prod(spatial[axis - 2 :]) == size else None
     channel = _iota(dtype, shape, c_dim)
     plane = channel if axis == 1 else _iota(dtype, shape, n_dim) * ncx_shape[1] + channel
     return plane * np.asarray(size, dtype)
 
 
-def from_position(position: jax.Array, ncx_shape: Sequence[int], data_format: str,
-                  axis: int, dtype: np.dtype) -> jax.Array:
+def from_position(
+    position: jax.Array, ncx_shape: Sequence[int], data_format: str, axis: int, dtype: np.dtype
+) -> jax.Array:
     """Turns spatial positions ``flat(p)`` into indices for ``axis``.
 
     ``position`` has the pooled output's shape in ``data_format``'s layout; ``ncx_shape`` is
@@ -137,11 +144,10 @@ def from_position(position: jax.Array, ncx_shape: Sequence[int], data_format: st
     if offset is None:
         bound = math.prod(ncx_shape[axis:])
         return lax.rem(position, np.asarray(bound, dtype))
-    return offset + position
+    return jnp.add(offset, position)
 
 
-def to_full(indices: jax.Array, ncx_shape: Sequence[int], data_format: str,
-            axis: int) -> jax.Array:
+def to_full(indices: jax.Array, ncx_shape: Sequence[int], data_format: str, axis: int) -> jax.Array:
     """Inverse of :func:`from_position` up to the plane: the index for ``axis=0``.
 
     ``indices`` has a pooled output's shape in ``data_format``'s layout and was taken with
@@ -178,14 +184,19 @@ def gather_planes(x: jax.Array, position: jax.Array, data_format: str) -> jax.Ar
         planes, pos, batch = x.reshape(n, -1, channels), 1, (0, 2)
         index = position.reshape(n, -1, channels, 1)
     numbers = lax.GatherDimensionNumbers(
-        offset_dims=(), collapsed_slice_dims=(pos,), start_index_map=(pos,),
-        operand_batching_dims=batch, start_indices_batching_dims=batch)
-    out = lax.gather(planes, index, numbers, slice_sizes=(1, 1, 1),
-                     mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+        offset_dims=(),
+        collapsed_slice_dims=(pos,),
+        start_index_map=(pos,),
+        operand_batching_dims=batch,
+        start_indices_batching_dims=batch,
+    )
+    out = lax.gather(
+        planes, index, numbers, slice_sizes=(1, 1, 1), mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS
+    )
     return out.reshape(position.shape)
 
 
-def in_own_loop(a: jax.Array, bound: int) -> jax.Array:
+def materialize(a: jax.Array, bound: int) -> jax.Array:
     """``a`` unchanged (its values lie in ``(-bound, bound)``), as a remainder by ``bound``:
     XLA counts a remainder as expensive, so it computes ``a`` in a loop of its own, whose
     output the consumers read, rather than again inside each of them (where a chain of tap
@@ -204,7 +215,7 @@ def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
     return take
 
 
-def raises(new_max: jax.Array, running: jax.Array) -> jax.Array:
+def max_moved(new_max: jax.Array, running: jax.Array) -> jax.Array:
     """:func:`replaces` for a chain that keeps a running ``max`` (reading each view once):
     whether ``new_max = max(running, candidate)`` moved, i.e. the candidate is larger, or a
     NaN over a number (a NaN maximum is kept).  Its value may differ from the candidate's
@@ -243,13 +254,19 @@ def lowest(dtype: Any):
 
 def argmax_init(dtype: Any, position_dtype: Any) -> tuple[np.ndarray, np.ndarray]:
     """The identity of :func:`argmax_pair`: the lowest value at the largest position."""
-    return (np.asarray(lowest(dtype), dtype),
-            np.asarray(np.iinfo(position_dtype).max, position_dtype))
+    return (
+        np.asarray(lowest(dtype), dtype),
+        np.asarray(np.iinfo(position_dtype).max, position_dtype),
+    )
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def found_at(read: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, y: jax.Array,
-             position: jax.Array) -> jax.Array:
+def maxima_at(
+    read: Callable[[jax.Array, jax.Array], jax.Array],
+    x: jax.Array,
+    y: jax.Array,
+    position: jax.Array,
+) -> jax.Array:
     """``y``, the maxima of ``x`` found at ``position`` by a search that carries no derivative,
     with the derivative of ``x`` read there: ``read(x_dot, position)``, linear in ``x_dot``.
 
@@ -260,10 +277,10 @@ def found_at(read: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, y:
     return y
 
 
-@found_at.defjvp
-def _found_at_jvp(read, primals, tangents):
+@maxima_at.defjvp
+def _maxima_at_jvp(read, primals, tangents):
     x, y, position = primals
-    y = found_at(read, x, y, position)
+    y = maxima_at(read, x, y, position)
     if tangents[0].dtype == jax.dtypes.float0:
         return y, np.zeros(y.shape, jax.dtypes.float0)
     return y, read(tangents[0], position)

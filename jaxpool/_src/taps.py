@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from jaxpool._src import indices as indices_lib
-from jaxpool._src.window import Window
+from jaxpool._src.window import Region, Window
 
 
 def taps(window: Window) -> Iterator[tuple[int, ...]]:
@@ -29,7 +29,16 @@ def taps(window: Window) -> Iterator[tuple[int, ...]]:
             yield tap
 
 
-Region = tuple  # per spatial axis, a range ``(start, stop)`` of output positions
+def fold(x: jax.Array, window: Window, combine, fill) -> jax.Array:
+    """``combine`` (``max`` or ``add``) over the tap views, as one chain that XLA fuses into one
+    loop; padding holds ``fill``, which every window with no input element gives."""
+    y = None
+    for tap in taps(window):
+        view = tap_view(x, window, tap, fill)
+        y = view if y is None else combine(y, view)
+    if y is None:  # every window lies in the padding
+        y = jnp.full(window.out_shape, fill, x.dtype)
+    return y
 
 
 def full_region(window: Window) -> Region:
@@ -51,8 +60,9 @@ def interior(window: Window, i: int) -> tuple[int, int]:
     return (a, b) if a < b else (0, 0)
 
 
-def tap_view(x: jax.Array, window: Window, tap: tuple[int, ...], fill,
-             region: Region | None = None) -> jax.Array:
+def tap_view(
+    x: jax.Array, window: Window, tap: tuple[int, ...], fill, region: Region | None = None
+) -> jax.Array:
     """The view of ``x`` read by ``tap`` for the outputs in ``region`` (default: all);
     positions in the padding hold ``fill``."""
     region = full_region(window) if region is None else region
@@ -107,6 +117,7 @@ def window_origins(window: Window, dtype: np.dtype, region: Region | None = None
         base = (region[i][0] * window.strides[i] - window.pads_begin[i]) * st
         term = term * (window.strides[i] * st) + np.asarray(base, dtype)
         total = term if total is None else total + term
+    assert total is not None  # at least one spatial axis
     return total
 
 
@@ -157,5 +168,22 @@ def reduce_window(x: jax.Array, window: Window, init, computation) -> jax.Array:
             x = lax.slice_in_dim(x, 0, max(end, 0), axis=a)
         dims[a], strides[a], dilations[a] = window.kernel[i], s, d
         padding[a] = (pb, end - x.shape[a])
-    return lax.reduce_window(x, np.asarray(init, x.dtype), computation, dims, strides, padding,
-                             window_dilation=dilations)
+    return lax.reduce_window(
+        x, np.asarray(init, x.dtype), computation, dims, strides, padding, window_dilation=dilations
+    )
+
+
+def argmax_position(
+    window: Window, region: Region, y: jax.Array, delta: jax.Array | None, fill, dtype: np.dtype
+) -> jax.Array:
+    """The spatial position of each window's maximum ``y`` in ``region``, from ``delta``, the
+    winning tap's offset (:func:`tap_delta`; ``None`` where no tap reads the input).
+
+    Where the maximum is the padding value ``fill``, every input element of the window equals
+    it (or there is none), and the position is the window's first input element.
+    """
+    first, _ = first_inside(window, region)
+    if delta is None:  # every window lies in the padding
+        return jnp.broadcast_to(first.astype(dtype), y.shape)
+    position = window_origins(window, dtype, region) + delta
+    return jnp.where(y == fill, first.astype(dtype), position)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -18,32 +17,15 @@ from jaxpool._src import window as window_lib
 
 def _output_shape(output_shape: Any, y_shape: tuple[int, ...], data_format: str) -> tuple[int, ...]:
     """Validates ``output_shape``: the full shape of the pooled input, in ``data_format``."""
-    if isinstance(output_shape, jax.core.Tracer):
-        raise TypeError(
-            f"`output_shape` must be static Python ints, got a traced value {output_shape!r}; "
-            "it decides the output shape."
-        )
-    if isinstance(output_shape, np.ndarray):
-        output_shape = output_shape.tolist()
-    if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
-        raise TypeError(
-            f"`output_shape` must be a sequence of ints (the full shape of the pooled input), "
-            f"got {output_shape!r}."
-        )
-    shape = tuple(window_lib.static_int("output_shape", d) for d in output_shape)
-    if len(shape) != len(y_shape):
-        raise ValueError(
-            f"`output_shape` (={shape}) must have the rank of `y` of shape {y_shape} "
-            f"({len(y_shape)}), got {len(shape)}."
-        )
+    shape = window_lib.per_axis(
+        "output_shape", output_shape, len(y_shape), 1, scalar=False, what="dimension of `y`"
+    )
     c_dim = window_lib.channel_axis(len(shape), data_format)
     if shape[0] != y_shape[0] or shape[c_dim] != y_shape[c_dim]:
         raise ValueError(
             f"`output_shape` (={shape}) must keep the batch and channel sizes of `y` of shape "
             f"{y_shape} in {data_format} layout."
         )
-    if any(d < 1 for d in shape):
-        raise ValueError(f"`output_shape` (={shape}) must have positive sizes.")
     return shape
 
 
@@ -52,7 +34,7 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
     size = math.prod(ncx_shape)
     if dtype.itemsize < 8 and size <= np.iinfo(np.int32).max:
         return np.dtype(np.int32)
-    if not jax.config.jax_enable_x64:
+    if not indices_lib.x64_enabled():
         raise ValueError(
             f"`output_shape` of NCX shape {ncx_shape} has {size} elements, more than 32-bit "
             "indices address; enable `jax_enable_x64`."
@@ -61,8 +43,7 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "axis", "data_format", "dtype"))
-def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str,
-                dtype: np.dtype):
+def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str, dtype: np.dtype):
     """Scatter-adds ``y`` into each ``(n, c)`` plane at the plane position of its index.
 
     The batch and channel axes are batching dimensions of the scatter, so a sharded batch or
@@ -84,11 +65,21 @@ def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str,
         operand, updates, pos = jnp.zeros((n, size, c), y.dtype), y.reshape(n, -1, c), 1
         batch = (0, 2)
     numbers = lax.ScatterDimensionNumbers(
-        update_window_dims=(), inserted_window_dims=(pos,), scatter_dims_to_operand_dims=(pos,),
-        operand_batching_dims=batch, scatter_indices_batching_dims=batch)
+        update_window_dims=(),
+        inserted_window_dims=(pos,),
+        scatter_dims_to_operand_dims=(pos,),
+        operand_batching_dims=batch,
+        scatter_indices_batching_dims=batch,
+    )
     out = lax.scatter_add(
-        operand, position.reshape(*updates.shape, 1), updates, numbers,
-        indices_are_sorted=False, unique_indices=False, mode=lax.GatherScatterMode.FILL_OR_DROP)
+        operand,
+        position.reshape(*updates.shape, 1),
+        updates,
+        numbers,
+        indices_are_sorted=False,
+        unique_indices=False,
+        mode=lax.GatherScatterMode.FILL_OR_DROP,
+    )
     return out.reshape(shape)
 
 
@@ -142,7 +133,8 @@ def max_unpool(
         raise TypeError(f"`indices` must have an integer dtype, got {indices.dtype}.")
     if indices.shape != y.shape:
         raise ValueError(
-            f"`indices` of shape {indices.shape} must have the shape of `y` ({y.shape}).")
+            f"`indices` of shape {indices.shape} must have the shape of `y` ({y.shape})."
+        )
     given = axis
     axis = indices_lib.normalize_axis(axis, y.ndim)
     if axis > 2:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
@@ -57,31 +57,52 @@ def static_int(name: str, value: Any) -> int:
         ) from None
 
 
-def per_axis(name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
-    """Normalises an int or a sequence of ``nd`` ints, each at least ``minimum``."""
+def per_axis(
+    name: str,
+    value: Any,
+    nd: int,
+    minimum: int,
+    *,
+    keep: Sequence[int] | None = None,
+    scalar: bool = True,
+    what: str = "spatial axis",
+) -> tuple[int, ...]:
+    """Normalises a static per-axis argument to ``nd`` Python ints, each at least ``minimum``.
+
+    ``value`` is an int (the same on every axis, unless ``scalar`` is false) or a sequence of
+    ``nd`` entries (NumPy arrays included); with ``keep``, an entry ``None`` takes the matching
+    entry of ``keep``.  Traced values, strings, bools and floats are refused: these arguments
+    decide shapes.  ``what`` names one entry's axis in the messages.
+    """
     if isinstance(value, jax.core.Tracer):
         raise TypeError(
-            f"`{name}` must be static Python ints, got a traced value {value!r}; "
-            "mark it static (e.g. `static_argnames`) or pass a constant."
+            f"`{name}` must be static Python ints, got a traced value {value!r}; it decides "
+            "the output shape: mark it static (e.g. `static_argnames`) or pass a constant."
         )
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"`{name}` must be an int or a sequence of ints, got the string {value!r}.")
     if isinstance(value, np.ndarray):
         value = value.tolist()
+    if isinstance(value, (str, bytes)) or not (scalar or isinstance(value, Sequence)):
+        kind = "an int or a sequence of ints" if scalar else "a sequence of ints"
+        raise TypeError(f"`{name}` must be {kind}, one per {what}, got {value!r}.")
     if isinstance(value, Sequence):
         if len(value) != nd:
             raise ValueError(
-                f"`{name}` (={value!r}) must have one entry per spatial axis ({nd}), "
-                f"got {len(value)}."
+                f"`{name}` (={value!r}) must have one entry per {what} ({nd}), got {len(value)}."
             )
-        values = tuple(static_int(name, v) for v in value)
+        entries = list(value)
     else:
-        values = (static_int(name, value),) * nd
-    for v in values:
+        entries = [value] * nd
+    values = []
+    for i, entry in enumerate(entries):
+        if entry is None and keep is not None:
+            values.append(keep[i])
+            continue
+        v = static_int(name, entry)
         if v < minimum:
-            what = "positive" if minimum == 1 else f"at least {minimum}"
-            raise ValueError(f"`{name}` (={value!r}) must be {what} on every spatial axis.")
-    return values
+            least = "positive" if minimum == 1 else f"at least {minimum}"
+            raise ValueError(f"`{name}` (={value!r}) must be {least} on every {what}.")
+        values.append(v)
+    return tuple(values)
 
 
 def choice(name: str, value: Any, allowed: Sequence[str]) -> str:
@@ -106,6 +127,12 @@ def check_input(name: str, shape: Sequence[int], dtype: Any) -> None:
     if np.issubdtype(dtype, np.integer):
         return
     raise TypeError(f"`{name}` must have a floating or integer dtype, got {dtype}.")
+
+
+def check_spatial(shape: tuple[int, ...], in_spatial: tuple[int, ...]) -> None:
+    """Refuses an input with an empty spatial axis."""
+    if any(length < 1 for length in in_spatial):
+        raise ValueError(f"`x` must have non-empty spatial axes, got shape {shape}.")
 
 
 def spatial_axes(rank: int, data_format: str) -> tuple[int, ...]:
@@ -160,6 +187,10 @@ class _Geometry:
         return tuple(shape)
 
 
+# A box of outputs: per spatial axis, a range ``(start, stop)`` of output positions.
+Region = tuple[tuple[int, int], ...]
+
+
 @dataclasses.dataclass(frozen=True)
 class Window(_Geometry):
     """A sliding pooling window over the spatial axes of an input, after every rule applied.
@@ -186,8 +217,13 @@ class Window(_Geometry):
 
         Tap ``k`` of output ``o`` reads input position ``o * stride + k * dilation - pads_begin``.
         """
-        s, d, pb, length, out = (self.strides[i], self.dilations[i], self.pads_begin[i],
-                                 self.in_spatial[i], self.out_spatial[i])
+        s, d, pb, length, out = (
+            self.strides[i],
+            self.dilations[i],
+            self.pads_begin[i],
+            self.in_spatial[i],
+            self.out_spatial[i],
+        )
         offset = k * d - pb
         lo = max(0, -(offset // s)) if offset < 0 else 0  # first o with o*s + offset >= 0
         lo = min(max(lo, 0), out)
@@ -229,9 +265,7 @@ def make_window(
     pads_begin = (0,) * nd if pads_begin is None else per_axis("pads_begin", pads_begin, nd, 0)
     pads_end = (0,) * nd if pads_end is None else per_axis("pads_end", pads_end, nd, 0)
     in_spatial = tuple(shape[a] for a in spatial_axes(len(shape), data_format))
-    for length in in_spatial:
-        if length < 1:
-            raise ValueError(f"`x` must have non-empty spatial axes, got shape {shape}.")
+    check_spatial(shape, in_spatial)
     dk = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations))
 
     if auto_pad == "valid":
@@ -255,55 +289,16 @@ def make_window(
                 f"{pads_end[i]} = {padded}) of `x` of shape {shape}."
             )
         out_spatial.append(
-            _rounded_out(length, pads_begin[i], pads_end[i], k, strides[i], rounding_type))
-    return Window(data_format, shape, kernel, strides, dilations, pads_begin, pads_end,
-                  tuple(out_spatial))
+            _rounded_out(length, pads_begin[i], pads_end[i], k, strides[i], rounding_type)
+        )
+    return Window(
+        data_format, shape, kernel, strides, dilations, pads_begin, pads_end, tuple(out_spatial)
+    )
 
 
 # --------------------------------------------------------------------------------------------
-# Adaptive bins (AdaptiveMaxPool-8, AdaptiveAvgPool-8).
+# Adaptive pooling (AdaptiveMaxPool-8, AdaptiveAvgPool-8); the bins themselves are in `bins`.
 # --------------------------------------------------------------------------------------------
-
-
-def adaptive_bins(length: int, out: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Bin ``i`` of ``out`` over ``length`` covers ``[floor(i*L/O), ceil((i+1)*L/O))``."""
-    starts = tuple((i * length) // out for i in range(out))
-    ends = tuple(-(-((i + 1) * length) // out) for i in range(out))
-    return starts, ends
-
-
-class BinRun(NamedTuple):
-    """Outputs ``[out_start, out_stop)`` whose bins all hold ``width`` elements, bin ``o``
-    starting at ``in_start + (o - out_start) * stride``: a regular strided window."""
-
-    out_start: int
-    out_stop: int
-    in_start: int
-    stride: int
-    width: int
-
-
-def adaptive_runs(length: int, out: int) -> tuple[BinRun, ...]:
-    """The bins of ``out`` over ``length`` split, in order, into maximal :class:`BinRun` s
-    (a positive stride; a run of one bin has stride 1).
-
-    ``floor(i * L / O)`` advances by ``floor(L / O)`` or one more, so when ``O`` divides ``L``
-    there is one run, and a few otherwise (50 -> 16: two runs of 8 bins of 4, stride 3).
-    """
-    starts, ends = adaptive_bins(length, out)
-    runs = []
-    o = 0
-    while o < out:
-        width = ends[o] - starts[o]
-        stride = starts[o + 1] - starts[o] if o + 1 < out else 1
-        stop = o + 1
-        if stride > 0:
-            while (stop < out and ends[stop] - starts[stop] == width
-                   and starts[stop] - starts[stop - 1] == stride):
-                stop += 1
-        runs.append(BinRun(o, stop, starts[o], stride if stop > o + 1 else 1, width))
-        o = stop
-    return tuple(runs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,18 +313,10 @@ class AdaptiveWindow(_Geometry):
     def nd(self) -> int:
         return len(self.out_spatial)
 
-    def bins(self, i: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(starts, ends)`` of the bins along spatial axis ``i``."""
-        return adaptive_bins(self.in_spatial[i], self.out_spatial[i])
-
-    def max_bin(self, i: int) -> int:
-        """The widest bin along spatial axis ``i``."""
-        starts, ends = self.bins(i)
-        return max(e - s for s, e in zip(starts, ends))
-
-    def runs(self, i: int) -> tuple[BinRun, ...]:
-        """The bins along spatial axis ``i`` as regular strided runs."""
-        return adaptive_runs(self.in_spatial[i], self.out_spatial[i])
+    @property
+    def is_global(self) -> bool:
+        """Global pooling: every output is one bin over its whole ``(n, c)`` plane."""
+        return all(o == 1 for o in self.out_spatial)
 
 
 def make_adaptive_window(
@@ -338,36 +325,7 @@ def make_adaptive_window(
     """Validates ``output_size`` (an int, or one int or ``None`` per spatial axis)."""
     data_format = choice("data_format", data_format, DATA_FORMATS)
     shape = tuple(int(d) for d in x_shape)
-    nd = len(shape) - 2
     in_spatial = tuple(shape[a] for a in spatial_axes(len(shape), data_format))
-    for length in in_spatial:
-        if length < 1:
-            raise ValueError(f"`x` must have non-empty spatial axes, got shape {shape}.")
-    if isinstance(output_size, jax.core.Tracer):
-        raise TypeError(
-            f"`output_size` must be static Python ints, got a traced value {output_size!r}; "
-            "it decides the output shape."
-        )
-    if isinstance(output_size, np.ndarray):
-        output_size = output_size.tolist()
-    if isinstance(output_size, (str, bytes)):
-        raise TypeError(f"`output_size` must be an int or a sequence, got {output_size!r}.")
-    if isinstance(output_size, Sequence):
-        if len(output_size) != nd:
-            raise ValueError(
-                f"`output_size` (={output_size!r}) must have one entry per spatial axis ({nd}), "
-                f"got {len(output_size)}."
-            )
-        entries = list(output_size)
-    else:
-        entries = [output_size] * nd
-    out = []
-    for length, o in zip(in_spatial, entries):
-        if o is None:
-            out.append(length)
-            continue
-        o = static_int("output_size", o)
-        if o < 1:
-            raise ValueError(f"`output_size` (={output_size!r}) entries must be at least 1.")
-        out.append(o)
-    return AdaptiveWindow(data_format, shape, tuple(out))
+    check_spatial(shape, in_spatial)
+    out = per_axis("output_size", output_size, len(in_spatial), 1, keep=in_spatial)
+    return AdaptiveWindow(data_format, shape, out)

@@ -38,10 +38,19 @@ class MaxPool(linen.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
         return jaxpool.max_pool(
-            x, self.kernel, self.strides, self.pads_begin, self.pads_end,
-            dilations=self.dilations, rounding_type=self.rounding_type, auto_pad=self.auto_pad,
-            data_format=self.data_format, return_indices=self.return_indices,
-            index_element_type=self.index_element_type, axis=self.axis)
+            x,
+            self.kernel,
+            self.strides,
+            self.pads_begin,
+            self.pads_end,
+            dilations=self.dilations,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
+            data_format=self.data_format,
+            return_indices=self.return_indices,
+            index_element_type=self.index_element_type,
+            axis=self.axis,
+        )
 
 
 class AvgPool(linen.Module):
@@ -58,9 +67,16 @@ class AvgPool(linen.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
         return jaxpool.avg_pool(
-            x, self.kernel, self.strides, self.pads_begin, self.pads_end,
-            exclude_pad=self.exclude_pad, rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad, data_format=self.data_format)
+            x,
+            self.kernel,
+            self.strides,
+            self.pads_begin,
+            self.pads_end,
+            exclude_pad=self.exclude_pad,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
+            data_format=self.data_format,
+        )
 
 
 class AdaptiveMaxPool(linen.Module):
@@ -73,8 +89,12 @@ class AdaptiveMaxPool(linen.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
         return jaxpool.adaptive_max_pool(
-            x, self.output_size, data_format=self.data_format,
-            return_indices=self.return_indices, index_element_type=self.index_element_type)
+            x,
+            self.output_size,
+            data_format=self.data_format,
+            return_indices=self.return_indices,
+            index_element_type=self.index_element_type,
+        )
 
 
 class AdaptiveAvgPool(linen.Module):
@@ -93,7 +113,9 @@ class MaxUnpool(linen.Module):
     axis: int = 0
     data_format: str = "NXC"
 
-    def __call__(self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike,
-                 output_shape: Any) -> jax.Array:
-        return jaxpool.max_unpool(y, indices, tuple(output_shape), axis=self.axis,
-                                  data_format=self.data_format)
+    def __call__(
+        self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
+    ) -> jax.Array:
+        return jaxpool.max_unpool(
+            y, indices, tuple(output_shape), axis=self.axis, data_format=self.data_format
+        )

@@ -28,10 +28,21 @@ class MaxPool(nnx.Module):
       (1, 3, 3, 3)
     """
 
-    def __init__(self, kernel: Any, strides: Any = None, pads_begin: Any = None,
-                 pads_end: Any = None, *, dilations: Any = None, rounding_type: str = "floor",
-                 auto_pad: str = "explicit", data_format: str = "NXC",
-                 return_indices: bool = False, index_element_type: Any = None, axis: int = 0):
+    def __init__(
+        self,
+        kernel: Any,
+        strides: Any = None,
+        pads_begin: Any = None,
+        pads_end: Any = None,
+        *,
+        dilations: Any = None,
+        rounding_type: str = "floor",
+        auto_pad: str = "explicit",
+        data_format: str = "NXC",
+        return_indices: bool = False,
+        index_element_type: Any = None,
+        axis: int = 0,
+    ):
         self.kernel = _static(kernel)
         self.strides = _static(strides)
         self.pads_begin = _static(pads_begin)
@@ -46,10 +57,19 @@ class MaxPool(nnx.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
         return jaxpool.max_pool(
-            x, self.kernel, self.strides, self.pads_begin, self.pads_end,
-            dilations=self.dilations, rounding_type=self.rounding_type, auto_pad=self.auto_pad,
-            data_format=self.data_format, return_indices=self.return_indices,
-            index_element_type=self.index_element_type, axis=self.axis)
+            x,
+            self.kernel,
+            self.strides,
+            self.pads_begin,
+            self.pads_end,
+            dilations=self.dilations,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
+            data_format=self.data_format,
+            return_indices=self.return_indices,
+            index_element_type=self.index_element_type,
+            axis=self.axis,
+        )
 
 
 class AvgPool(nnx.Module):
@@ -61,9 +81,18 @@ class AvgPool(nnx.Module):
       [1.0, 1.0]
     """
 
-    def __init__(self, kernel: Any, strides: Any = None, pads_begin: Any = None,
-                 pads_end: Any = None, *, exclude_pad: bool = False, rounding_type: str = "floor",
-                 auto_pad: str = "explicit", data_format: str = "NXC"):
+    def __init__(
+        self,
+        kernel: Any,
+        strides: Any = None,
+        pads_begin: Any = None,
+        pads_end: Any = None,
+        *,
+        exclude_pad: bool = False,
+        rounding_type: str = "floor",
+        auto_pad: str = "explicit",
+        data_format: str = "NXC",
+    ):
         self.kernel = _static(kernel)
         self.strides = _static(strides)
         self.pads_begin = _static(pads_begin)
@@ -75,9 +104,16 @@ class AvgPool(nnx.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
         return jaxpool.avg_pool(
-            x, self.kernel, self.strides, self.pads_begin, self.pads_end,
-            exclude_pad=self.exclude_pad, rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad, data_format=self.data_format)
+            x,
+            self.kernel,
+            self.strides,
+            self.pads_begin,
+            self.pads_end,
+            exclude_pad=self.exclude_pad,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
+            data_format=self.data_format,
+        )
 
 
 class AdaptiveMaxPool(nnx.Module):
@@ -89,8 +125,14 @@ class AdaptiveMaxPool(nnx.Module):
       (1, 2, 5, 3)
     """
 
-    def __init__(self, output_size: Any, *, data_format: str = "NXC",
-                 return_indices: bool = False, index_element_type: Any = None):
+    def __init__(
+        self,
+        output_size: Any,
+        *,
+        data_format: str = "NXC",
+        return_indices: bool = False,
+        index_element_type: Any = None,
+    ):
         self.output_size = _static(output_size)
         self.data_format = data_format
         self.return_indices = return_indices
@@ -98,8 +140,12 @@ class AdaptiveMaxPool(nnx.Module):
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
         return jaxpool.adaptive_max_pool(
-            x, self.output_size, data_format=self.data_format,
-            return_indices=self.return_indices, index_element_type=self.index_element_type)
+            x,
+            self.output_size,
+            data_format=self.data_format,
+            return_indices=self.return_indices,
+            index_element_type=self.index_element_type,
+        )
 
 
 class AdaptiveAvgPool(nnx.Module):
@@ -136,7 +182,9 @@ class MaxUnpool(nnx.Module):
         self.axis = axis
         self.data_format = data_format
 
-    def __call__(self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike,
-                 output_shape: Any) -> jax.Array:
-        return jaxpool.max_unpool(y, indices, _static(output_shape), axis=self.axis,
-                                  data_format=self.data_format)
+    def __call__(
+        self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
+    ) -> jax.Array:
+        return jaxpool.max_unpool(
+            y, indices, _static(output_shape), axis=self.axis, data_format=self.data_format
+        )

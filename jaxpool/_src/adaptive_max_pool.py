@@ -1,0 +1,217 @@
+"""AdaptiveMaxPool-8: the maximum over each adaptive bin, with argmax indices.
+
+The bins (:mod:`bins`) are boxes, so the maxima reduce one pooled axis at a time.  The argmax
+finds the first maximum (or first NaN) of each bin in row-major order: for global pooling in
+one reduction of ``(value, position)`` pairs over the merged plane; for small bins in one scan
+over the taps of all axes, which keeps no partly reduced intermediate; else one axis at a
+time (:func:`bins.argmax_by_axis`).  The derivative routes through the argmax positions.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import bins as bins_lib
+from jaxpool._src import dispatch
+from jaxpool._src import indices as indices_lib
+from jaxpool._src import window as window_lib
+from jaxpool._src.window import AdaptiveWindow
+
+# Bins of at most this many elements in all find their argmax in one scan over the taps; with
+# more, the scan compiles slowly on a GPU and runs no faster than the reduction one axis at a
+# time.
+_JOINT_TAPS = 25
+
+
+def _max_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin maxima (``max`` propagates NaN), one pooled axis at a time: a fused chain of
+    ``max`` over the taps of narrow bins, a reduction of the bin windows of wide ones."""
+    y = x
+    for _, axis, length, out in bins_lib.pooled_axes(window):
+        if bins_lib.is_wide(length, out):
+            w, _ = bins_lib.bin_windows(y, axis, length, out)
+            y = jnp.max(w, axis=axis + 1)
+            continue
+        acc = None
+        for view, _, _ in bins_lib.axis_taps(y, axis, length, out):
+            acc = view if acc is None else lax.max(acc, view)
+        assert acc is not None  # a bin holds at least one element
+        y = acc
+    return y
+
+
+def _argmax_program(window: AdaptiveWindow):
+    """The portable program of the argmax for ``window``'s bins."""
+    if window.is_global:
+        return _argmax_global
+    if math.prod(bins_lib.widest(n, o) for n, o in zip(window.in_spatial, window.out_spatial)) <= (
+        _JOINT_TAPS
+    ):
+        return _argmax_scan
+    return bins_lib.argmax_by_axis
+
+
+def _argmax_scan(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """The bin maxima, with their exact bits, and the spatial positions of their first
+    occurrence (or first NaN), in one scan over the taps of the bins of all axes.
+
+    Tap ``(m_0, ..., m_{d-1})`` is the view of element ``start + m`` of every bin along each
+    axis, in row-major order, so the elements of each bin come in row-major order (a repeated
+    last element again after it), and :func:`indices.replaces` keeps the first maximum.
+    """
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    strides = indices_lib.plane_strides(window.in_spatial)
+
+    def taps(a, i, position):
+        if i == window.nd:
+            yield a, position
+            return
+        axis, length, out = window.spatial_axes[i], window.in_spatial[i], window.out_spatial[i]
+        views: Iterable[tuple[jax.Array, np.ndarray]] = [(a, np.arange(length))]
+        if out != length:
+            views = ((v, p) for v, p, _ in bins_lib.axis_taps(a, axis, length, out))
+        for view, p in views:
+            yield from taps(view, i + 1, position + bins_lib.along(p * strides[i], axis, a.ndim))
+
+    y = position = None
+    for view, p in taps(x, 0, np.zeros([1] * x.ndim, np.int64)):
+        p = jnp.broadcast_to(p.astype(pos_dtype), view.shape)
+        if y is None or position is None:
+            y, position = view, p
+            continue
+        take = indices_lib.replaces(view, y)
+        y, position = lax.select(take, view, y), lax.select(take, p, position)
+    assert y is not None and position is not None  # a bin holds at least one element
+    return y, position
+
+
+def _argmax_global(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """The argmax with one bin per plane: the spatial axes, adjacent in both layouts, merge
+    into one, and one reduction of ``(value, position)`` pairs over it
+    (:func:`indices.argmax_pair`, the positions an iota) leaves no partly reduced
+    intermediate."""
+    floating = jnp.issubdtype(x.dtype, jnp.floating)
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    first = window.spatial_axes[0]
+    plane = x.reshape(x.shape[:first] + (-1,) + x.shape[first + window.nd :])
+    y, position = lax.reduce(
+        (plane, lax.broadcasted_iota(pos_dtype, plane.shape, first)),
+        indices_lib.argmax_init(x.dtype, pos_dtype),
+        indices_lib.argmax_pair(floating),
+        (first,),
+    )
+    return y.reshape(window.out_shape), position.reshape(window.out_shape)
+
+
+def _argmax_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """The maxima and their positions, the maxima differentiable in ``x`` through the
+    positions: the derivative gathers ``x_dot`` there (its transpose, the gradient, is a
+    scatter-add), or where each plane is one bin, reads it with :func:`_read_whole_planes`."""
+    y, position = dispatch.run(
+        "adaptive_max_pool_argmax", _argmax_program(window), lax.stop_gradient(x), window
+    )
+    if window.is_global:
+        read = functools.partial(_read_whole_planes, window=window)
+    else:
+        read = functools.partial(indices_lib.gather_planes, data_format=window.data_format)
+    return indices_lib.maxima_at(read, x, y, position), position
+
+
+def _read_whole_planes(a: jax.Array, position: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """``a`` at ``position`` in each plane (an output of one element per plane)::
+
+        out[n, c] = sum_p where(p == position[n, c], a[n, c, p], 0)
+
+    Linear in ``a``; its transpose, the gradient, is one dense loop over the input that
+    places each cotangent at its position, where a scatter would take its indices apart."""
+    strides = indices_lib.plane_strides(window.in_spatial)
+    shape = [1] * a.ndim
+    for axis, length in zip(window.spatial_axes, window.in_spatial):
+        shape[axis] = length
+    flat = sum(
+        lax.broadcasted_iota(position.dtype, shape, axis) * np.asarray(st, position.dtype)
+        for axis, st in zip(window.spatial_axes, strides)
+    )
+    position = indices_lib.materialize(position, math.prod(window.in_spatial) + 1)
+    masked = jnp.where(flat == position, a, np.zeros((), a.dtype))
+    return jnp.sum(masked, axis=window.spatial_axes, keepdims=True)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    return dispatch.run("adaptive_max_pool", _max_by_axis, x, window)
+
+
+@_pool.defjvp
+def _pool_jvp(window, primals, tangents):
+    return jax.jvp(lambda x: _argmax_linear(x, window)[0], primals, tangents)
+
+
+@functools.partial(jax.jit, static_argnames=("window", "index_dtype"))
+def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None):
+    if index_dtype is None:
+        return _pool(x, window)
+    y, position = _argmax_linear(x, window)
+    return y, indices_lib.from_position(
+        position, window.ncx_shape, window.data_format, 2, index_dtype
+    )
+
+
+def adaptive_max_pool(
+    x: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    data_format: str = "NCX",
+    return_indices: bool = False,
+    index_element_type: Any = None,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """Adaptive max pooling as OpenVINO AdaptiveMaxPool-8, with optional argmax indices.
+
+    Along a spatial axis of input size ``L`` and output size ``O``, output ``i`` reduces the
+    bin ``[floor(i * L / O), ceil((i + 1) * L / O))``; the bins of all axes form a box::
+
+        y[n, c, i, j] = max x[n, c, h_start(i):h_end(i), w_start(j):w_end(j)]
+
+    Args:
+      x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
+        1 to 3 spatial axes; a floating or integer dtype.
+      output_size: the output spatial size, an int or one entry per spatial axis; ``None``
+        keeps that axis' input size.  It may exceed the input size (bins then overlap).
+      data_format: ``"NCX"`` or ``"NXC"``.
+      return_indices: also return the argmax indices.
+      index_element_type: ``"i32"``, ``"i64"``, ``jnp.int32``, ``jnp.int64`` or ``None``
+        (int64 with ``jax_enable_x64``, int32 without).
+
+    Returns:
+      ``y`` of shape ``[N, C, *output_size]`` (or its NXC form) with the dtype of ``x``, or
+      ``(y, indices)``: the spatial position ``flat(p)`` of each maximum within its own
+      ``(n, c)`` plane, in ``[0, prod(spatial))`` (the ``axis=2`` convention of
+      :func:`max_pool`).  Ties give the first element in row-major order; a NaN is the maximum
+      and the first NaN's index is returned (the CPU runtime skips NaN).  The gradient flows to
+      the argmax.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(5.0).reshape(1, 1, 5)
+      >>> y, i = jaxpool.adaptive_max_pool(x, 3, return_indices=True)
+      >>> y[0, 0].tolist(), i[0, 0].tolist()
+      ([1.0, 3.0, 4.0], [1, 3, 4])
+    """
+    x = jnp.asarray(x)
+    window_lib.check_input("x", x.shape, x.dtype)
+    window = window_lib.make_adaptive_window(x.shape, output_size, data_format)
+    if not isinstance(return_indices, (bool, np.bool_)):
+        raise TypeError(f"`return_indices` must be a bool, got {return_indices!r}.")
+    dtype = indices_lib.index_dtype(index_element_type)
+    if not return_indices:
+        return _adaptive_max_pool(x, window, None)
+    indices_lib.check_fits(window.ncx_shape, 2, dtype)
+    return _adaptive_max_pool(x, window, dtype)

@@ -1,0 +1,204 @@
+"""The bins of adaptive pooling: tables, views, the bin matrix and the per-axis argmax.
+
+Bin ``i`` of ``O`` over an axis of length ``L`` covers ``[floor(i * L / O), ceil((i + 1) * L
+/ O))``.  Bins are boxes, so the adaptive ops reduce one spatial axis at a time with static
+bin tables and never emit one op per bin.  Along an axis whose widest bin has ``M`` elements,
+tap ``m`` is the view holding element ``start + m`` of every bin (:func:`axis_taps`), a shorter
+bin repeating its last element, which a maximum ignores and a sum masks.  Wide bins reduce a
+window axis of ``(O, M)`` bin windows instead (:func:`bin_windows`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxpool._src import indices as indices_lib
+from jaxpool._src.window import AdaptiveWindow
+
+# Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
+# strong reductions) reduce a window axis, which keeps the compiled program small.
+CHAIN_WIDTH = 8
+
+
+def bounds(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the ``out`` bins over ``length``."""
+    i = np.arange(out)
+    return (i * length) // out, -(-((i + 1) * length) // out)
+
+
+def widest(length: int, out: int) -> int:
+    """The number of elements of the widest bin."""
+    starts, ends = bounds(length, out)
+    return int((ends - starts).max())
+
+
+def is_wide(length: int, out: int) -> bool:
+    """Whether the bins reduce a window axis rather than a chain over their taps."""
+    return widest(length, out) > CHAIN_WIDTH
+
+
+def along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """Places a vector on ``axis`` of a rank-``rank`` array, for broadcasting."""
+    shape = [1] * rank
+    shape[axis] = values.shape[0]
+    return values.reshape(shape)
+
+
+def pooled_axes(window: AdaptiveWindow) -> Iterator[tuple[int, int, int, int]]:
+    """``(i, axis, length, out)`` of the spatial axes that pool, innermost first."""
+    for i in reversed(range(window.nd)):
+        length, out = window.in_spatial[i], window.out_spatial[i]
+        if out != length:
+            yield i, window.spatial_axes[i], length, out
+
+
+def axis_taps(
+    a: jax.Array, axis: int, length: int, out: int
+) -> Iterator[tuple[jax.Array, np.ndarray, np.ndarray]]:
+    """Yields, for each tap ``m`` of the bins along ``axis``, the view ``a[start + m]`` (the
+    bin's last element where the bin is shorter), its input positions and whether it is a
+    real (not repeated) element of its bin.  Taps come in increasing position order."""
+    starts, ends = bounds(length, out)
+    width = int((ends - starts).max())
+    regular = length % out == 0
+    for m in range(width):
+        position = np.minimum(starts + m, ends - 1)
+        if regular:
+            view = lax.slice_in_dim(a, m, length, width, axis)
+        else:
+            view = jnp.take(a, position, axis=axis, mode="clip")
+        yield view, position, starts + m < ends
+
+
+def bin_windows(a: jax.Array, axis: int, length: int, out: int) -> tuple[jax.Array, np.ndarray]:
+    """``a`` with ``axis`` split into ``(out, M)`` bin windows, and the ``(out, M)`` table of the
+    input positions each window holds (a bin's last element repeated where it is shorter)."""
+    starts, ends = bounds(length, out)
+    if length % out == 0:
+        width = length // out
+        table = np.arange(length).reshape(out, width)
+        return a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1 :]), table
+    width = int((ends - starts).max())
+    table = np.minimum(starts[:, None] + np.arange(width), ends[:, None] - 1)
+    taken = jnp.take(a, table.reshape(-1), axis=axis, mode="clip")
+    return taken.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1 :]), table
+
+
+def real_elements(length: int, out: int, width: int) -> np.ndarray:
+    """``(out, width)``: whether element ``m`` of bin window ``o`` belongs to the bin (not a
+    repeat of its last element)."""
+    starts, ends = bounds(length, out)
+    return (starts[:, None] + np.arange(width)) < ends[:, None]
+
+
+def matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
+    """``a`` times the static ``(out, length)`` 0/1 bin matrix along ``axis``: the bin sums.
+
+    Where the axes after ``axis`` hold more than ``out`` elements, the product is batched over
+    the axes before it, so that it (and its transpose, the gradient) comes out in ``a``'s own
+    layout instead of a transposed copy; the matrix, repeated over the batch, is then the
+    smaller array.  Axes of size 1 leave the batch, or XLA writes the gradient in another
+    order and transposes it (the NXC adaptive average at batch 1).
+    """
+    starts, ends = bounds(length, out)
+    p = np.arange(length)[None, :]
+    matrix = ((p >= starts[:, None]) & (p < ends[:, None])).astype(a.dtype)
+    shape, inner = a.shape, a.shape[axis + 1 :]
+    if math.prod(inner) <= out:
+        total = lax.dot_general(
+            a,
+            matrix,
+            (((axis,), (1,)), ((), ())),
+            precision=lax.Precision.HIGHEST,
+            preferred_element_type=a.dtype,
+        )
+        return jnp.moveaxis(total, -1, axis)
+    batch = tuple(d for d in shape[:axis] if d != 1)
+    dims = tuple(range(len(batch)))
+    total = lax.dot_general(
+        jnp.broadcast_to(matrix, batch + matrix.shape),
+        a.reshape(batch + shape[axis:]),
+        (((len(batch) + 1,), (len(batch),)), (dims, dims)),
+        precision=lax.Precision.HIGHEST,
+        preferred_element_type=a.dtype,
+    )
+    return total.reshape(shape[:axis] + (out,) + inner)
+
+
+def argmax_by_axis(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+    """The bin maxima, with their exact bits, and the spatial position of each one's first
+    occurrence (or first NaN), one pooled axis at a time.
+
+    Each pooled axis gathers its ``(O, M)`` bin windows of the values and of the positions
+    found so far (the flat spatial offset over the axes already reduced, plus the window's own
+    offset), then reduces the ``(value, position)`` pairs with :func:`indices.argmax_pair`,
+    so ties break on the row-major flat index.
+    """
+    floating = jnp.issubdtype(x.dtype, jnp.floating)
+    pos_dtype = indices_lib.position_dtype(window.in_spatial)
+    strides = indices_lib.plane_strides(window.in_spatial)
+    init = indices_lib.argmax_init(x.dtype, pos_dtype)
+    y, position = x, None
+    for i, axis, length, out in pooled_axes(window):
+        w, table = bin_windows(y, axis, length, out)
+        shape = [1] * w.ndim
+        shape[axis], shape[axis + 1] = table.shape
+        offset = (table * strides[i]).astype(pos_dtype).reshape(shape)
+        if position is None:
+            candidates = jnp.broadcast_to(offset, w.shape)
+        else:
+            candidates = bin_windows(position, axis, length, out)[0] + offset
+        y, position = lax.reduce(
+            (w, candidates), init, indices_lib.argmax_pair(floating), (axis + 1,)
+        )
+    if position is None:
+        position = jnp.zeros(y.shape, pos_dtype)
+    for i, axis in enumerate(window.spatial_axes):
+        if window.out_spatial[i] == window.in_spatial[i] and window.in_spatial[i] > 1:
+            iota = lax.broadcasted_iota(pos_dtype, y.shape, axis)
+            position = position + iota * np.asarray(strides[i], pos_dtype)
+    return y, position
+
+
+class Run(NamedTuple):
+    """Outputs ``[out_start, out_stop)`` whose bins all hold ``width`` elements, bin ``o``
+    starting at ``in_start + (o - out_start) * stride``: a regular strided window."""
+
+    out_start: int
+    out_stop: int
+    in_start: int
+    stride: int
+    width: int
+
+
+def runs(length: int, out: int) -> tuple[Run, ...]:
+    """The bins of ``out`` over ``length`` split, in order, into maximal :class:`Run` s (a
+    positive stride; a run of one bin has stride 1).
+
+    ``floor(i * L / O)`` advances by ``floor(L / O)`` or one more, so when ``O`` divides ``L``
+    there is one run, and a few otherwise (50 -> 16: two runs of 8 bins of 4, stride 3).
+    """
+    starts, ends = (a.tolist() for a in bounds(length, out))
+    found = []
+    o = 0
+    while o < out:
+        width = ends[o] - starts[o]
+        stride = starts[o + 1] - starts[o] if o + 1 < out else 1
+        stop = o + 1
+        if stride > 0:
+            while (
+                stop < out
+                and ends[stop] - starts[stop] == width
+                and starts[stop] - starts[stop - 1] == stride
+            ):
+                stop += 1
+        found.append(Run(o, stop, starts[o], stride if stop > o + 1 else 1, width))
+        o = stop
+    return tuple(found)

@@ -1,0 +1,1 @@
+"""Programs for XLA's CPU backend, chosen over the portable programs by ``dispatch``."""

@@ -1,0 +1,73 @@
+"""The one place that chooses, for each op, between its portable program and a CPU program.
+
+Every op has one portable program: its definition, written next to the specification, and
+what GPUs and TPUs run.  XLA's CPU backend runs some of those programs far from the memory
+floor (``reduce_window`` most of all), so :mod:`jaxpool._src.cpu` holds programs for the CPU.
+:data:`CPU_PROGRAMS` names them: for each op, a function of the op's arguments that returns
+its CPU program, or ``None`` where the portable program is the faster one on a CPU too.
+:func:`run` is the only caller of ``lax.platform_dependent`` in the package, so a program is
+chosen once per op and traced for both platforms; XLA keeps the branch of the platform it
+compiles for.
+
+:func:`force` makes every op run one kind of program on any platform, so that the tests check
+both kinds on a CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+from jax import lax
+
+from jaxpool._src.cpu import adaptive as cpu_adaptive
+from jaxpool._src.cpu import avg_pool as cpu_avg_pool
+from jaxpool._src.cpu import max_pool as cpu_max_pool
+
+PROGRAMS = ("portable", "cpu")
+
+# Op name -> the CPU program for the op's arguments, or None.  The names are those the op
+# modules pass to `run`.
+CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
+    "max_pool": cpu_max_pool.values_program,
+    "max_pool_argmax": cpu_max_pool.argmax_program,
+    "avg_pool": cpu_avg_pool.sum_program,
+    "adaptive_max_pool": cpu_adaptive.max_program,
+    "adaptive_max_pool_argmax": cpu_adaptive.argmax_program,
+    "adaptive_avg_pool": cpu_adaptive.sum_program,
+}
+
+_forced: str | None = None
+
+
+def run(op: str, portable: Callable[..., Any], *args: Any) -> Any:
+    """``portable(*args)``, or on a CPU the op's CPU program, where it has one for ``args``.
+
+    ``args`` are the op's arguments: arrays, and hashable attributes such as a window.  Where
+    both platforms run the same program it is traced once, with no choice in the program.
+    """
+    cpu = CPU_PROGRAMS[op](*args)
+    if cpu is None or _forced == "portable" or (cpu is portable and _forced is None):
+        return portable(*args)
+    if _forced == "cpu":
+        return cpu(*args)
+    return lax.platform_dependent(cpu=lambda: cpu(*args), default=lambda: portable(*args))
+
+
+@contextlib.contextmanager
+def force(program: str) -> Iterator[None]:
+    """Runs every op's ``"portable"`` program, or its ``"cpu"`` program where it has one, on
+    any platform, inside the ``with`` block.  Clears JAX's caches on entry and exit, so that
+    no program compiled under another choice is reused."""
+    global _forced
+    if program not in PROGRAMS:
+        raise ValueError(f"`program` (={program!r}) must be one of {list(PROGRAMS)}.")
+    previous, _forced = _forced, program
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _forced = previous
+        jax.clear_caches()
