@@ -1,4 +1,4 @@
-"""Benchmark of jaxpool against its peers (GitHub issue 4).
+"""Benchmark of jaxpool against its peers, with the performance targets it checks.
 
 Every contender of one workload runs in the same process, interleaved round by round
 (A B C, B C A, C A B, ...) after a warm-up, so that a slow moment of a shared machine hits all
@@ -59,6 +59,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 import jaxpool  # noqa: E402
+from jaxpool._src import dispatch  # noqa: E402
 
 THREADS = 2
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -503,7 +504,7 @@ class OpenVINO:
 
 
 # --------------------------------------------------------------------------------------------
-# Targets of issue 4.
+# The performance targets.
 # --------------------------------------------------------------------------------------------
 
 
@@ -554,9 +555,19 @@ def ratio_targets(wl: Workload, layout: str, mode: str) -> list[tuple[str, str, 
 
 
 def build_group(
-    wl: Workload, layout: str, mode: str, torch: Torch | None, openvino: OpenVINO | None
+    wl: Workload,
+    layout: str,
+    mode: str,
+    torch: Torch | None,
+    openvino: OpenVINO | None,
+    portable: bool = False,
 ) -> tuple[list[Contender], dict[str, int]]:
-    """The contenders of one group and the byte sizes that the memory targets refer to."""
+    """The contenders of one group and the byte sizes that the memory targets refer to.
+
+    With ``portable``, jaxpool's portable programs (what a GPU or TPU runs) join as the
+    contenders ``portable`` and ``portable+idx``, so that the ratios show what the CPU
+    programs buy.
+    """
     rng = np.random.default_rng(0)
     x_ncx = rng.standard_normal(wl.shape, dtype=np.float32)
     x_np = to_layout(x_ncx, layout)
@@ -604,6 +615,12 @@ def build_group(
         cs.append(jax_contender("jaxpool", fwd, x))
         if has_indices:
             cs.append(jax_contender("jaxpool+idx", jaxpool_fn(wl, layout, indices=True), x))
+        if portable:
+            with dispatch.force("portable"):
+                cs.append(jax_contender("portable", fwd, x))
+                if has_indices:
+                    idx_fn = jaxpool_fn(wl, layout, indices=True)
+                    cs.append(jax_contender("portable+idx", idx_fn, x))
         if peer is not None:
             cs.append(jax_contender(peer_name, peer, x))
         if torch is not None:
@@ -616,6 +633,9 @@ def build_group(
     else:
         ct = jnp.asarray(rng.standard_normal(y.shape, dtype=np.float32))
         cs.append(jax_contender("jaxpool", grad_of(fwd), x, ct))
+        if portable:
+            with dispatch.force("portable"):
+                cs.append(jax_contender("portable", grad_of(fwd), x, ct))
         if peer is not None:
             cs.append(jax_contender(f"grad({peer_name})", grad_of(peer), x, ct))
         if torch is not None:
@@ -627,13 +647,15 @@ def build_group(
 def matched_jaxpool(peer: str, names: list[str]) -> str | None:
     if peer.startswith("jaxpool"):
         return None
+    if peer.startswith("portable"):
+        return peer.replace("portable", "jaxpool")
     if "jaxpool+idx" in names and (peer.startswith("torch") or peer == "openvino"):
         return "jaxpool+idx"
     return "jaxpool" if "jaxpool" in names else None
 
 
 def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor):
-    cs, sizes = build_group(wl, layout, mode, torch, openvino)
+    cs, sizes = build_group(wl, layout, mode, torch, openvino, args.portable)
     # The floor's copy runs in the same rounds, so that a slow moment of the machine moves the
     # floor with the contenders.
     interleaved(
@@ -872,6 +894,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratios (PNG)")
     parser.add_argument(
         "--table", metavar="JSON", help="print the markdown table of a results file and exit"
+    )
+    parser.add_argument(
+        "--portable",
+        action="store_true",
+        help="also time jaxpool's portable programs (what a GPU or TPU runs) on this backend",
     )
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")

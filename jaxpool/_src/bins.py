@@ -23,7 +23,8 @@ from jaxpool._src import indices as indices_lib
 from jaxpool._src.window import AdaptiveWindow
 
 # Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
-# strong reductions) reduce a window axis, which keeps the compiled program small.
+# strong reductions) reduce a window axis, which keeps the compiled program small (the global
+# adaptive workloads of ``benchmarks/bench.py``, 7 x 7 -> 1 x 1).
 CHAIN_WIDTH = 8
 
 
