@@ -2,12 +2,15 @@
 
     python examples/quickstart.py [output.png]
 
-Prints the shapes and a few values, and saves a figure when matplotlib is installed.
+Prints the shapes and a few values, and saves a figure when matplotlib is installed: to
+``output.png`` if given, else into the system's temporary directory (the path is printed).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -27,8 +30,11 @@ def load_image() -> np.ndarray:
         return (255 * np.stack([rings, r / 240, c / 360], -1)).astype(np.uint8)
 
 
-def main(out_path: str | None = "quickstart.png", size: int = 96) -> dict:
-    """Pools the image shrunk to ``size`` rows; returns the arrays it shows."""
+def main(out_path: str | None = None, size: int = 96) -> dict:
+    """Pools the image shrunk to ``size`` rows; returns the arrays it shows.  The figure goes
+    to ``out_path``, or into the temporary directory when it is ``None``."""
+    if out_path is None:
+        out_path = os.path.join(tempfile.gettempdir(), "jaxpool_quickstart.png")
     image = jnp.asarray(load_image(), jnp.float32)[None] / 255.0  # [1, H, W, 3], channels-last
     width = size * image.shape[2] // image.shape[1]
     small = jaxpool.adaptive_avg_pool(image, (size, width), data_format="NXC")

@@ -188,8 +188,8 @@ def adaptive_max_pool(
         keeps that axis' input size.  It may exceed the input size (bins then overlap).
       data_format: ``"NCX"`` or ``"NXC"``.
       return_indices: also return the argmax indices.
-      index_element_type: ``"i32"``, ``"i64"``, ``jnp.int32``, ``jnp.int64`` or ``None``
-        (int64 with ``jax_enable_x64``, int32 without).
+      index_element_type: ``"i32"``, ``"i64"`` (or ``"int32"``, ``"int64"``), ``jnp.int32``,
+        ``jnp.int64`` or ``None`` (int64 with ``jax_enable_x64``, int32 without).
 
     Returns:
       ``y`` of shape ``[N, C, *output_size]`` (or its NXC form) with the dtype of ``x``, or

@@ -26,7 +26,8 @@ from jax import lax
 
 from jaxpool._src import window as window_lib
 
-INDEX_ELEMENT_TYPES = ("i32", "i64")
+# OpenVINO's names and NumPy's.
+INDEX_ELEMENT_TYPES = ("i32", "i64", "int32", "int64")
 
 
 def x64_enabled() -> bool:
@@ -35,7 +36,8 @@ def x64_enabled() -> bool:
 
 
 def index_dtype(index_element_type: Any) -> np.dtype:
-    """Resolves ``index_element_type`` ("i32", "i64", a dtype or None) to int32 or int64.
+    """Resolves ``index_element_type`` ("i32", "i64", "int32", "int64", a dtype or None) to
+    int32 or int64.
 
     ``None`` is int64 when ``jax_enable_x64`` is on and int32 otherwise.  int64 without x64 is an
     error: JAX would silently give int32.
@@ -45,7 +47,7 @@ def index_dtype(index_element_type: Any) -> np.dtype:
         return np.dtype(np.int64 if x64 else np.int32)
     if isinstance(index_element_type, str):
         window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
-        dtype = np.dtype(np.int32 if index_element_type == "i32" else np.int64)
+        dtype = np.dtype(np.int32 if index_element_type in ("i32", "int32") else np.int64)
     else:
         try:
             dtype = np.dtype(index_element_type)
@@ -60,8 +62,8 @@ def index_dtype(index_element_type: Any) -> np.dtype:
             )
     if dtype == np.int64 and not x64:
         raise ValueError(
-            "`index_element_type` (='i64') needs 64-bit integers: enable them with "
-            "`jax.config.update('jax_enable_x64', True)` or ask for 'i32'."
+            f"`index_element_type` (={index_element_type!r}) needs 64-bit integers: enable "
+            "them with `jax.config.update('jax_enable_x64', True)` or ask for 'i32'."
         )
     return dtype
 

@@ -140,8 +140,8 @@ def max_pool(
       auto_pad: ``"explicit"``, ``"valid"``, ``"same_upper"`` or ``"same_lower"``.
       data_format: ``"NCX"`` or ``"NXC"``.
       return_indices: also return the argmax indices.
-      index_element_type: ``"i32"``, ``"i64"``, ``jnp.int32``, ``jnp.int64`` or ``None``
-        (int64 with ``jax_enable_x64``, int32 without).
+      index_element_type: ``"i32"``, ``"i64"`` (or ``"int32"``, ``"int64"``), ``jnp.int32``,
+        ``jnp.int64`` or ``None`` (int64 with ``jax_enable_x64``, int32 without).
       axis: the first NCX dimension the indices count over, in ``[-rank, rank)``: ``0`` gives
         positions in the whole NCX tensor, ``2`` positions in the element's spatial plane.
 

@@ -42,9 +42,21 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
     return np.dtype(np.int64)
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "axis", "data_format", "dtype"))
-def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str, dtype: np.dtype):
-    """Scatter-adds ``y`` into each ``(n, c)`` plane at the plane position of its index.
+COMBINES = ("sum", "max")
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "axis", "combine", "data_format", "dtype"))
+def _max_unpool(
+    y,
+    indices,
+    shape: tuple[int, ...],
+    axis: int,
+    combine: str,
+    data_format: str,
+    dtype: np.dtype,
+):
+    """Scatters ``y`` into each ``(n, c)`` plane at the plane position of its index, adding
+    (``combine="sum"``) or keeping the largest value (``"max"``) where indices repeat.
 
     The batch and channel axes are batching dimensions of the scatter, so a sharded batch or
     channel axis stays sharded.  An index outside its own plane (which no pooling produces)
@@ -71,15 +83,29 @@ def _max_unpool(y, indices, shape: tuple[int, ...], axis: int, data_format: str,
         operand_batching_dims=batch,
         scatter_indices_batching_dims=batch,
     )
-    out = lax.scatter_add(
-        operand,
-        position.reshape(*updates.shape, 1),
-        updates,
-        numbers,
+    scatter = functools.partial(
+        lax.scatter_add if combine == "sum" else lax.scatter_max,
+        scatter_indices=position.reshape(*updates.shape, 1),
+        dimension_numbers=numbers,
         indices_are_sorted=False,
         unique_indices=False,
         mode=lax.GatherScatterMode.FILL_OR_DROP,
     )
+    if combine == "sum":
+        out = scatter(operand, updates=updates)
+    else:
+        # The maximum starts from the lowest value, and positions that no index names are set
+        # to 0 afterwards, so that negative values are kept where they are named.
+        lowest = np.asarray(indices_lib.lowest(y.dtype), y.dtype)
+        out = scatter(jnp.full(operand.shape, lowest), updates=updates)
+        named = lax.scatter_max(
+            jnp.zeros(operand.shape, np.int8),
+            position.reshape(*updates.shape, 1),
+            jnp.ones(updates.shape, np.int8),
+            numbers,
+            mode=lax.GatherScatterMode.FILL_OR_DROP,
+        )
+        out = jnp.where(named > 0, out, jnp.zeros((), y.dtype))
     return out.reshape(shape)
 
 
@@ -88,23 +114,34 @@ def max_unpool(
     indices: jax.typing.ArrayLike,
     output_shape: Any,
     *,
-    axis: int = 0,
+    axis: int,
+    combine: str = "sum",
     data_format: str = "NCX",
 ) -> jax.Array:
     """Max unpooling: the adjoint of a max pool, given its indices.
 
     Scatters every pooled value to the input element its index names, in a zero tensor of
-    ``output_shape``; a position named several times (overlapping windows) receives the sum::
+    ``output_shape``; a position named several times (overlapping windows) receives the sum
+    of its values (``combine="sum"``, the adjoint of pooling) or the largest of them
+    (``combine="max"``)::
 
-        x[element(indices[n, c, o])] += y[n, c, o]
+        x[element(indices[n, c, o])] += y[n, c, o]        # combine="sum"
+        x[p] = max(y[n, c, o] for every o naming p)     # combine="max"; 0 where none does
+
+    ``axis`` has no default: the indices' convention must be stated, as
+    :func:`numpy.take_along_axis` requires its axis (indices taken with ``axis=2`` and read
+    with ``axis=0`` would land in the first plane).  With ``combine="max"`` the result is
+    deterministic, and where the values sent to one position are equal (unpooling the pooled
+    values themselves) it is PyTorch's ``max_unpool``, which keeps one of them.
 
     ``indices`` follow the index convention of :func:`max_pool` with the same ``axis``
     (``adaptive_max_pool`` indices use ``axis=2``): the row-major offset in the NCX view of the
     pooled input, modulo ``prod(ncx_shape[axis:])``; the coordinates that ``axis`` dropped come
     from each index's own position in ``indices``.  An index that names no element of its own
     ``(n, c)`` plane (outside ``[0, prod(ncx_shape[axis:]))``, or, with ``axis`` 0 or 1,
-    another plane; pooling produces neither) contributes nothing.  Linear in ``y``: its
-    gradient gathers at the indices.
+    another plane; pooling produces neither) contributes nothing.  With ``"sum"`` it is linear
+    in ``y`` and its gradient gathers at the indices; with ``"max"`` the gradient goes to the
+    values that won (split evenly among equal ones).
 
     Args:
       y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
@@ -113,6 +150,7 @@ def max_unpool(
       output_shape: the full shape of the pooled input, in ``data_format``'s layout, with the
         batch and channel sizes of ``y``.
       axis: the ``axis`` the indices were taken with: 0, 1 or 2 (or -rank to 2 - rank).
+      combine: ``"sum"`` or ``"max"``: how values sent to one position combine.
       data_format: ``"NCX"`` or ``"NXC"``.
 
     Returns:
@@ -122,12 +160,13 @@ def max_unpool(
       >>> import jax.numpy as jnp, jaxpool
       >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
       >>> y, i = jaxpool.max_pool(x, 2, return_indices=True)
-      >>> jaxpool.max_unpool(y, i, x.shape)[0, 0].tolist()
+      >>> jaxpool.max_unpool(y, i, x.shape, axis=0)[0, 0].tolist()
       [[0.0, 0.0, 0.0, 0.0], [0.0, 5.0, 0.0, 7.0], [0.0, 0.0, 0.0, 0.0], [0.0, 13.0, 0.0, 15.0]]
     """
     y = jnp.asarray(y)
     indices = jnp.asarray(indices)
     data_format = window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
+    combine = window_lib.choice("combine", combine, COMBINES)
     window_lib.check_input("y", y.shape, y.dtype)
     if not jnp.issubdtype(indices.dtype, jnp.integer):
         raise TypeError(f"`indices` must have an integer dtype, got {indices.dtype}.")
@@ -144,4 +183,4 @@ def max_unpool(
         )
     shape = _output_shape(output_shape, tuple(y.shape), data_format)
     dtype = _full_dtype(window_lib.to_ncx_shape(shape, data_format), np.dtype(indices.dtype))
-    return _max_unpool(y, indices, shape, axis, data_format, dtype)
+    return _max_unpool(y, indices, shape, axis, combine, data_format, dtype)

@@ -63,7 +63,7 @@ def per_axis(
     nd: int,
     minimum: int,
     *,
-    keep: Sequence[int] | None = None,
+    keep: Sequence[Any] | None = None,
     scalar: bool = True,
     what: str = "spatial axis",
 ) -> tuple[int, ...]:

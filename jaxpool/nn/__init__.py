@@ -1,9 +1,11 @@
-"""Flax modules over the jaxpool functions (needs the ``flax`` extra).
+"""Pooling layers over the jaxpool functions, for Flax and Equinox models.
 
-``jaxpool.nn`` holds the Flax NNX modules, ``jaxpool.nn.linen`` their Linen twins.  Both are
-channels-last by default (``data_format="NXC"``) as Flax layers are; every other argument has
-the name, meaning and default of the function the module calls.  ``import jaxpool`` does not
-import Flax; ``import jaxpool.nn`` does.
+``jaxpool.nn`` holds the Flax NNX modules (``pip install jaxpool[flax]``), ``jaxpool.nn.linen``
+their Linen twins, and ``jaxpool.nn.eqx`` Equinox modules (``pip install jaxpool[equinox]``).
+The Flax modules are channels-last by default (``data_format="NXC"``) as Flax layers are;
+every other argument has the name, meaning and default of the function the module calls.
+Each framework is imported on first use of its modules: ``import jaxpool.nn.eqx`` needs no
+Flax.
 
 Example:
   >>> import jax.numpy as jnp
@@ -16,20 +18,31 @@ Example:
   [0.0, 5.0, 0.0, 7.0]
 """
 
-from jaxpool.nn import linen as linen
-from jaxpool.nn import nnx as nnx
-from jaxpool.nn.nnx import AdaptiveAvgPool as AdaptiveAvgPool
-from jaxpool.nn.nnx import AdaptiveMaxPool as AdaptiveMaxPool
-from jaxpool.nn.nnx import AvgPool as AvgPool
-from jaxpool.nn.nnx import MaxPool as MaxPool
-from jaxpool.nn.nnx import MaxUnpool as MaxUnpool
+import importlib
+from typing import Any
 
 __all__ = [
     "AdaptiveAvgPool",
     "AdaptiveMaxPool",
     "AvgPool",
+    "LpPool",
     "MaxPool",
     "MaxUnpool",
+    "eqx",
     "linen",
     "nnx",
 ]
+
+_SUBMODULES = ("eqx", "linen", "nnx")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"jaxpool.nn.{name}")
+    if name in __all__:
+        return getattr(importlib.import_module("jaxpool.nn.nnx"), name)
+    raise AttributeError(f"module 'jaxpool.nn' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,127 @@
+"""The Equinox modules of ``jaxpool.nn.eqx``: Equinox's conventions over the functions."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpool
+from jaxpool.nn import eqx as peqx
+
+RNG = np.random.default_rng(20261124)
+X = jnp.asarray(RNG.standard_normal((4, 3, 9, 7)), jnp.float32)  # a batch of (C, H, W)
+
+
+def _batched(module, x):
+    return jax.vmap(module)(x)
+
+
+@pytest.mark.parametrize(
+    "module, function",
+    [
+        (
+            peqx.MaxPool(3, 2, 1, 1, num_spatial_dims=2, rounding_type="ceil"),
+            lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, rounding_type="ceil"),
+        ),
+        (
+            peqx.MaxPool(2, num_spatial_dims=2, return_indices=True),
+            lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=2),
+        ),
+        (
+            peqx.AvgPool(3, 1, 1, 1, num_spatial_dims=2, exclude_pad=True),
+            lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1, exclude_pad=True),
+        ),
+        (
+            peqx.LpPool(2, num_spatial_dims=2, p=3),
+            lambda x: jaxpool.lp_pool(x, 2, p=3),
+        ),
+        (
+            peqx.AdaptiveMaxPool((4, None), num_spatial_dims=2, return_indices=True),
+            lambda x: jaxpool.adaptive_max_pool(x, (4, None), return_indices=True),
+        ),
+        (peqx.AdaptiveAvgPool(3, num_spatial_dims=2), lambda x: jaxpool.adaptive_avg_pool(x, 3)),
+    ],
+    ids=["max", "max-indices", "avg", "lp", "adaptive-max", "adaptive-avg"],
+)
+def test_vmap_of_the_module_is_the_function(module, function):
+    expected = function(X)
+    got = _batched(module, X)
+    jax.tree.map(np.testing.assert_array_equal, got, expected)
+    got_jit = eqx.filter_jit(_batched)(module, X)
+    jax.tree.map(np.testing.assert_array_equal, got_jit, expected)
+    assert not jax.tree.leaves(eqx.filter(module, eqx.is_array))  # configuration is static
+
+
+def test_max_unpool_consumes_the_modules_indices():
+    pool = peqx.MaxPool(2, num_spatial_dims=2, return_indices=True)
+    unpool = peqx.MaxUnpool(num_spatial_dims=2)
+    y, i = jax.vmap(pool)(X)
+    got = jax.vmap(lambda y, i: unpool(y, i, X.shape[1:]))(y, i)
+    np.testing.assert_array_equal(got, jaxpool.max_unpool(y, i, X.shape, axis=2))
+    best = jax.vmap(
+        lambda y, i: peqx.MaxUnpool(num_spatial_dims=2, combine="max")(y, i, X.shape[1:])
+    )
+    np.testing.assert_array_equal(best(y, i), got)  # no overlap: max and sum agree
+
+
+def test_filter_grad_reaches_the_argmax():
+    pool = peqx.MaxPool(2, num_spatial_dims=2)
+
+    def loss(x):
+        return jnp.sum(_batched(pool, x) ** 2)
+
+    grad = eqx.filter_grad(loss)(X)
+    expected = jax.grad(lambda x: jnp.sum(jaxpool.max_pool(x, 2) ** 2))(X)
+    np.testing.assert_array_equal(grad, expected)
+
+
+def test_matches_equinox_where_the_semantics_agree():
+    ours = _batched(peqx.MaxPool(3, 2, 1, 1, num_spatial_dims=2), X)
+    theirs = _batched(eqx.nn.MaxPool2d(3, 2, 1), X)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_adaptive_bins_are_pytorchs_not_equinoxs():
+    x = jnp.arange(10.0).reshape(1, 10)
+    # Bins of 10 over 4: [0, 3), [2, 5), [5, 8), [7, 10) (PyTorch and OpenVINO).
+    np.testing.assert_array_equal(peqx.AdaptiveMaxPool(4, num_spatial_dims=1)(x), [[2, 4, 7, 9]])
+    np.testing.assert_array_equal(eqx.nn.AdaptiveMaxPool1d(4)(x), [[2, 5, 7, 9]])
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda: peqx.MaxPool(2, num_spatial_dims=4), ValueError, r"`num_spatial_dims` \(=4\)"),
+        (lambda: peqx.MaxPool((2, 2, 2), num_spatial_dims=2), ValueError, r"`kernel`"),
+        (lambda: peqx.AvgPool(2, -1, num_spatial_dims=1), ValueError, r"`strides` \(=-1\)"),
+        (
+            lambda: peqx.MaxPool(2, num_spatial_dims=1, rounding_type="up"),
+            ValueError,
+            r"`rounding_type` \(='up'\)",
+        ),
+        (lambda: peqx.AdaptiveAvgPool(0, num_spatial_dims=2), ValueError, r"`output_size`"),
+        (lambda: peqx.MaxPool(2, num_spatial_dims=2)(X), ValueError, r"`x` must be unbatched"),
+        (lambda: peqx.MaxPool(2), TypeError, r"num_spatial_dims"),
+    ],
+)
+def test_bad_configuration(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_example_trains(capsys):
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "eqx_classifier.py"
+    spec = importlib.util.spec_from_file_location("example_eqx_classifier", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
+        out = module.main(epochs=3)
+    assert out["losses"][-1] < 0.5 * out["losses"][0], out["losses"]
+    assert out["test_accuracy"] >= 0.8, out
+    assert capsys.readouterr().out.count("epoch ") == 3
