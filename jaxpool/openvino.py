@@ -123,15 +123,15 @@ def layer(xml_or_type: str | ElementTree.Element, attrs: Mapping[str, str] | Non
     ``opset8`` to ``opset13``); a bare ``"MaxPool"`` or ``"AvgPool"`` means version 14, the
     newest.  An already parsed :class:`xml.etree.ElementTree.Element` is accepted too.
 
-    ===================  ===================================  ===========================
-    IR layer             jaxpool call                         result
-    ===================  ===================================  ===========================
+    ===================  ====================================  ===========================
+    IR layer             jaxpool call                          result
+    ===================  ====================================  ===========================
     MaxPool-1            ``max_pool(x, ...)``                  values
     MaxPool-8, -14       ``max_pool(x, ..., return_indices)``  ``(values, indices)``
     AvgPool-1, -14       ``avg_pool(x, ...)``                  values
     AdaptiveMaxPool-8    ``adaptive_max_pool(x, size, ...)``   ``(values, indices)``
     AdaptiveAvgPool-8    ``adaptive_avg_pool(x, size)``        values
-    ===================  ===================================  ===========================
+    ===================  ====================================  ===========================
 
     Args:
       xml_or_type: ``<layer>`` XML text (or element), or a type name: ``"MaxPool"``,

@@ -1,0 +1,173 @@
+"""The documentation builds with warnings as errors, and its code examples run.
+
+The build executes the notebooks (myst-nb) and checks that every public name has an API
+entry (docs/_ext/jaxpool_docs.py); on 2 cores it takes about half a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES_WITH_CODE = [
+    "index.md",
+    "getting_started.md",
+    "porting/pytorch.md",
+    "porting/flax.md",
+    "porting/openvino.md",
+]
+
+pytest.importorskip("sphinx")
+pytest.importorskip("myst_nb")
+pytest.importorskip("sphinx_book_theme")
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> pathlib.Path:
+    """Runs the README's build command, ``sphinx-build -W -b html docs <out>``, once."""
+    out = tmp_path_factory.mktemp("docs") / "html"
+    env = dict(os.environ)
+    env.pop("JAXPOOL_DOCS_INTERSPHINX", None)  # offline: no inventories to download
+    env["JUPYTER_PLATFORM_DIRS"] = "1"
+    env.pop("MPLBACKEND", None)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"sphinx-build failed:\n{result.stdout}\n{result.stderr}"
+    return out
+
+
+def test_site_has_every_page(built_site):
+    for page in [
+        "index.html",
+        "getting_started.html",
+        "semantics.html",
+        "porting/pytorch.html",
+        "porting/flax.html",
+        "porting/openvino.html",
+        "api/index.html",
+        "performance.html",
+        "design.html",
+        "changelog.html",
+        "_notebooks/pooling_tour.html",
+    ]:
+        assert (built_site / page).is_file(), page
+
+
+def test_api_pages_cover_the_public_names(built_site):
+    import jaxpool
+
+    for name in jaxpool.__all__:
+        if name != "openvino":
+            assert (built_site / "api" / "_autosummary" / f"jaxpool.{name}.html").is_file(), name
+    html = (built_site / "api" / "_autosummary" / "jaxpool.max_pool.html").read_text()
+    assert "rounding_type" in html and "Returns" in html  # napoleon rendered the docstring
+
+
+def test_pictures_are_in_the_site(built_site):
+    notebook = (built_site / "_notebooks" / "pooling_tour.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", notebook)) >= 7  # executed, drawn
+    semantics = (built_site / "semantics.html").read_text()
+    performance = (built_site / "performance.html").read_text()
+    for html, names in [
+        (semantics, ["rounding.png", "auto_pad.png", "adaptive.png"]),
+        (performance, ["latest.png", "gpu.png"]),
+    ]:
+        for name in names:
+            src = re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html)
+            assert src, name
+    assert (built_site / "_images" / "latest.png").is_file()
+    assert "Latest CPU results" in performance and "Latest GPU results" in performance
+
+
+def test_no_remote_scripts(built_site):
+    """The pages render offline: no script or stylesheet from a CDN (MathJax included)."""
+    for page in ["index.html", "semantics.html", "performance.html"]:
+        html = (built_site / page).read_text()
+        assert not re.search(r"<script[^>]+src=\"https?://", html), page
+        assert not re.search(r"<link[^>]+stylesheet[^>]+href=\"https?://", html), page
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE)
+def test_code_examples_run(page):
+    """Every ```python block of a page runs, top to bottom, in one namespace."""
+    text = (DOCS / page).read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert blocks, page
+    if "torch" in text:
+        pytest.importorskip("torch")
+    if "flax" in "".join(blocks):
+        pytest.importorskip("flax")
+    import jax
+
+    namespace: dict[str, object] = {"__name__": f"docs_{page}"}
+    with jax.numpy_dtype_promotion("standard"):  # as users run it (Flax's avg_pool needs it)
+        for block in blocks:
+            exec(compile(block, f"{page}", "exec"), namespace)  # noqa: S102
+
+
+def test_api_coverage_check_names_what_is_missing():
+    """The check of docs/_ext/jaxpool_docs.py reports an undocumented public name."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import jaxpool_docs
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    import jaxpool
+
+    modules = ["jaxpool", "jaxpool.openvino", "jaxpool.does_not_exist"]
+    everything = {
+        "jaxpool",
+        "jaxpool.openvino",
+        "jaxpool.openvino.layer",
+        "jaxpool.openvino.Layer",
+        *(f"jaxpool.{n}" for n in jaxpool.__all__),
+    }
+    assert jaxpool_docs.missing_entries(modules, everything) == []
+    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.max_pool"}) == [
+        "jaxpool.max_pool"
+    ]
+    # A submodule in `__all__` needs the submodule's own entry.
+    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.openvino"}) == [
+        "jaxpool.openvino"
+    ]
+
+
+def test_links_are_rewritten_for_the_site():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import jaxpool_docs
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    text = (
+        "[a](../README.md) [b](../benchmarks/README.md#latest-cpu-results) "
+        "[c](#x) [d](https://e.org) [f](../jaxpool/_src/max_pool.py) ![p](results/gpu.png)"
+    )
+    assert jaxpool_docs.rewrite_links(text, "docs/design.md", images="/img") == (
+        "[a](/index.md) [b](/performance.md#latest-cpu-results) [c](#x) [d](https://e.org) "
+        "[f](https://github.com/jaxpool/jaxpool/blob/main/jaxpool/_src/max_pool.py) "
+        "![p](/img/gpu.png)"
+    )

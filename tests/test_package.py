@@ -1,0 +1,134 @@
+"""The package is ready to publish: the wheel and sdist pass `twine check`, carry the license,
+`py.typed`, the README and one version, and the wheel installs and runs on its own.
+
+The wheel is built without build isolation (setuptools and wheel from this environment), so
+no network is needed; it goes into a fresh virtual environment that sees this environment's
+site-packages (jax is not downloaded again) but not the checkout.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tarfile
+import venv
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+pytest.importorskip("build")
+pytest.importorskip("twine")
+
+
+def _run(*args: str, cwd: pathlib.Path = ROOT, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> pathlib.Path:
+    """``python -m build --no-isolation`` into a temporary directory: an sdist and a wheel."""
+    out = tmp_path_factory.mktemp("dist")
+    _run(
+        sys.executable,
+        "-m",
+        "build",
+        "--no-isolation",
+        "--sdist",
+        "--wheel",
+        "--outdir",
+        str(out),
+        str(ROOT),
+    )
+    return out
+
+
+def _version() -> str:
+    init = (ROOT / "jaxpool" / "__init__.py").read_text()
+    return re.search(r'^__version__ = "([^"]+)"$', init, re.M).group(1)
+
+
+def test_one_version_string():
+    text = (ROOT / "pyproject.toml").read_text()
+    project = text.split("[project]", 1)[1].split("\n[", 1)[0]  # the [project] table
+    assert not re.search(r"^version\s*=", project, re.M)
+    assert re.search(r'^dynamic = \[[^]]*"version"', project, re.M)
+    assert re.search(r'^version = \{ ?attr = "jaxpool.__version__" ?\}', text, re.M)
+    import jaxpool
+
+    assert jaxpool.__version__ == _version()
+
+
+def test_twine_check(dist):
+    files = sorted(str(p) for p in dist.iterdir())
+    assert len(files) == 2, files
+    out = _run(sys.executable, "-m", "twine", "check", "--strict", *files)
+    assert out.count("PASSED") == 2, out
+
+
+def test_wheel_contents_and_metadata(dist):
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name == f"jaxpool-{_version()}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        info = f"jaxpool-{_version()}.dist-info"
+        metadata = email.parser.Parser().parsestr(zf.read(f"{info}/METADATA").decode())
+    assert "jaxpool/py.typed" in names and "jaxpool/nn/linen.py" in names
+    assert f"{info}/licenses/LICENSE" in names
+    assert not [n for n in names if n.startswith(("tests/", "docs/", "benchmarks/"))]
+    assert metadata["Version"] == _version()
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert "## Semantics" in metadata.get_payload()  # the README is the long description
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL"))
+    assert urls["Documentation"] == "https://jaxpool.readthedocs.io"
+    assert urls["Repository"] == "https://github.com/jaxpool/jaxpool"
+
+
+def test_sdist_contents(dist):
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"LICENSE", "README.md", "pyproject.toml", "jaxpool/py.typed"} <= names
+
+
+def test_wheel_installs_and_runs(dist, tmp_path):
+    """Installed in a fresh venv, the wheel's jaxpool (not the checkout's) imports and pools."""
+    (wheel,) = dist.glob("*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    # pip of this environment installs into the venv; no dependency is downloaded.
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--ignore-installed",
+        str(wheel),
+        env=env,
+    )
+    code = (
+        "import pathlib, sys, jax.numpy as jnp, jaxpool\n"
+        "print(pathlib.Path(jaxpool.__file__).resolve())\n"
+        "print(jaxpool.__version__)\n"
+        "y, i = jaxpool.max_pool(jnp.arange(16.0).reshape(1, 1, 4, 4), 2, return_indices=True)\n"
+        "print(y[0, 0].tolist(), i[0, 0].tolist())\n"
+    )
+    out = _run(str(python), "-I", "-c", code, cwd=tmp_path, env=env).splitlines()
+    assert pathlib.Path(out[0]).is_relative_to(env_dir.resolve()), out[0]
+    assert out[1] == _version()
+    assert out[2] == "[[5.0, 7.0], [13.0, 15.0]] [[5, 7], [13, 15]]"
