@@ -16,7 +16,8 @@ and a contender timed right after it would share the cores with them.
 Peers:
 
 * ``reduce_window``: ``lax.reduce_window`` max (or sum, times ``1 / kernel size``) in the same
-  layout, which is what ``flax.linen.max_pool``/``avg_pool`` call; values only.
+  layout, which is what ``flax.linen.max_pool``/``avg_pool`` call; values only.  For
+  ``lp_pool``: the ``1 / p``-th power of ``reduce_window``'s sum of ``|x|**p``.
 * ``grad(reduce_window)``: ``jax.grad`` of the same, for forward+backward.
 * ``torch-NCHW`` / ``torch-CL``: PyTorch on the CPU with two threads, on a contiguous tensor or a
   channels-last one (a permuted ``N, L, C`` view for 1-D); indices are requested where the op
@@ -74,12 +75,13 @@ class Workload:
     """One pooling problem; ``shape`` is the NCX shape, run in both layouts."""
 
     name: str
-    op: str  # max_pool | avg_pool | adaptive_max_pool | adaptive_avg_pool | max_unpool
+    op: str  # max_pool | avg_pool | lp_pool | adaptive_max_pool | adaptive_avg_pool | max_unpool
     shape: tuple[int, ...]
     kernel: int = 1
     strides: int = 1
     pad: int = 0
     output_size: int = 1
+    p: int = 2  # lp_pool's exponent
 
     @property
     def nd(self) -> int:
@@ -93,6 +95,8 @@ class Workload:
         dims = "x".join(map(str, self.shape))
         if self.op.startswith("adaptive"):
             return f"{dims} -> {self.output_size}^{self.nd}"
+        if self.op == "lp_pool":
+            return f"{dims} k{self.kernel} s{self.strides} p{self.pad} L{self.p}"
         return f"{dims} k{self.kernel} s{self.strides} p{self.pad}"
 
     def scaled(self, batch_divisor: int) -> Workload:
@@ -107,6 +111,8 @@ WORKLOADS = [
     Workload("1d", "max_pool", (64, 128, 4096), kernel=4, strides=4),
     Workload("avg_stem", "avg_pool", (32, 64, 112, 112), kernel=3, strides=2, pad=1),
     Workload("avg_vgg", "avg_pool", (32, 128, 56, 56), kernel=2, strides=2),
+    # The stem's shape and overlapping windows, unpadded: PyTorch's lp_pool2d has no padding.
+    Workload("lp", "lp_pool", (32, 64, 112, 112), kernel=3, strides=2, p=2),
     Workload("adaptive_max", "adaptive_max_pool", (16, 256, 50, 50), output_size=16),
     Workload("adaptive_avg", "adaptive_avg_pool", (16, 256, 50, 50), output_size=16),
     Workload("global_max", "adaptive_max_pool", (32, 512, 7, 7), output_size=1),
@@ -333,6 +339,8 @@ def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable | None:
         if indices:
             kw["return_indices"] = True
         return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, **kw)
+    if wl.op == "lp_pool":
+        return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, p=wl.p, data_format=layout)
     if wl.op == "adaptive_max_pool":
         return lambda x: fn(x, wl.output_size, data_format=layout, return_indices=indices)
     if wl.op == "adaptive_avg_pool":
@@ -341,11 +349,19 @@ def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable | None:
 
 
 def reduce_window_fn(wl: Workload, layout: str) -> Callable | None:
-    if wl.op not in ("max_pool", "avg_pool"):
+    if wl.op not in ("max_pool", "avg_pool", "lp_pool"):
         return None
     window, strides, padding = window_tuples(wl, layout)
     if wl.op == "max_pool":
         return lambda x: lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding)
+    if wl.op == "lp_pool":
+        p = wl.p
+
+        def lp(x):
+            total = lax.reduce_window(jnp.abs(x) ** p, 0.0, lax.add, window, strides, padding)
+            return total ** (1 / p)
+
+        return lp
     scale = 1.0 / math.prod(window)
     return lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, padding) * scale
 
@@ -399,6 +415,9 @@ class Torch:
         if wl.op == "avg_pool":
             pool = getattr(F, f"avg_pool{nd}d")
             return lambda x: pool(x, wl.kernel, wl.strides, wl.pad, count_include_pad=True)
+        if wl.op == "lp_pool":  # no padding argument: the workload has none
+            pool = getattr(F, f"lp_pool{nd}d")
+            return lambda x: pool(x, wl.p, wl.kernel, wl.strides)
         if wl.op == "adaptive_max_pool":
             pool = getattr(F, f"adaptive_max_pool{nd}d")
             return lambda x: pool(x, wl.output_size, return_indices=indices)
@@ -542,6 +561,13 @@ def ratio_targets(wl: Workload, layout: str, mode: str) -> list[tuple[str, str, 
         ]
     elif wl.op == "avg_pool" and mode == "fwd":
         out.append(("jaxpool", "reduce_window", 0.6))
+    elif wl.op == "lp_pool":
+        # The sums of |x|**p run as avg_pool's; the gradient divides the cotangents in a loop of
+        # its own (lp_pool.py), without which it would fall behind grad(reduce_window).
+        if mode == "fwd":
+            out.append(("jaxpool", "reduce_window", 0.6))
+        else:
+            out.append(("jaxpool", "grad(reduce_window)", 1.0))
     elif wl.op == "adaptive_avg_pool" and mode == "fwd" and wl.output_size == 16:
         out.append(("jaxpool", torch, 0.7 if layout == "NCX" else 1.0))
     elif wl.op == "adaptive_max_pool" and mode == "fwd" and wl.output_size == 16:

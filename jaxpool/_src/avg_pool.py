@@ -21,8 +21,9 @@ def _divisors(window: Window, exclude_pad: bool) -> np.ndarray:
     """Per output position, the number of kernel positions the average divides by.
 
     With ``exclude_pad=False`` and any non-zero pad in force, every kernel position counts,
-    also those past ``pads_end`` in ceil mode; otherwise only the input elements count.  The
-    count is a product over the spatial axes, broadcast against the output.
+    also those past ``pads_end`` in ceil mode; otherwise only the taps that read the input
+    count (with ``dilations``, the taps spread ``dilations`` apart, not the elements they
+    span).  The count is a product over the spatial axes, broadcast against the output.
     """
     rank = len(window.shape)
     padded = any(window.pads_begin) or any(window.pads_end)
@@ -35,7 +36,11 @@ def _divisors(window: Window, exclude_pad: bool) -> np.ndarray:
             count = np.full(o.shape, window.kernel[i])
         else:
             length = window.in_spatial[i]
-            count = np.clip(start + window.kernel[i], 0, length) - np.clip(start, 0, length)
+            if window.dilations[i] == 1:
+                count = np.clip(start + window.kernel[i], 0, length) - np.clip(start, 0, length)
+            else:
+                tap = start[:, None] + np.arange(window.kernel[i]) * window.dilations[i]
+                count = ((tap >= 0) & (tap < length)).sum(axis=1)
         divisor = divisor * taps_lib.broadcast_axis(count, window, i, rank)
     return divisor
 
@@ -73,23 +78,29 @@ def avg_pool(
     pads_end: Any = None,
     *,
     exclude_pad: bool = False,
+    dilations: Any = None,
     rounding_type: str = "floor",
     auto_pad: str = "explicit",
     data_format: str = "NCX",
 ) -> jax.Array:
-    """Average pooling as OpenVINO AvgPool-1/-14.
+    """Average pooling as OpenVINO AvgPool-1/-14, with ONNX AveragePool-19's ``dilations``.
 
-    For every output position ``o`` the window is ``x[o * strides + k - pads_begin]`` for each
-    kernel offset ``0 <= k < kernel``; positions outside the input add 0::
+    For every output position ``o`` the window is ``x[o * strides + k * dilations -
+    pads_begin]`` for each kernel offset ``0 <= k < kernel``; positions outside the input
+    add 0::
 
-        y[n, c, o] = sum_k x[n, c, o * strides + k - pads_begin] / divisor(o)
+        y[n, c, o] = sum_k x[n, c, o * strides + k * dilations - pads_begin] / divisor(o)
 
     The divisor follows the OpenVINO runtime: with ``exclude_pad=False`` and any non-zero pad
     in force (on any axis, after ``auto_pad``) it is ``prod(kernel)`` for every window, also
     for windows that reach past ``pads_end`` in ceil mode; otherwise (``exclude_pad=True``, or
-    no pads at all) it is the number of input elements in the window.  A window with no input
-    element and ``exclude_pad=True`` gives 0 (the CPU plugin gives NaN or -0 there, and refuses
-    pads as large as the kernel).  Output sizes follow the same rules as :func:`max_pool`.
+    no pads at all) it is the number of taps of the window that read the input (with
+    dilations, the taps, not the elements between them).  ONNX AveragePool counts differently
+    only for a ceil-mode window that reaches past ``pads_end`` with ``count_include_pad=1``
+    (it counts the taps inside the padded input); :func:`jaxpool.onnx.node` reproduces that.
+    A window with no input element and ``exclude_pad=True`` gives 0 (the CPU plugin gives NaN
+    or -0 there, and refuses pads as large as the kernel).  Output sizes follow the same rules
+    as :func:`max_pool`.
 
     Floating inputs of 16 bits sum in float32; integer inputs sum in the widest enabled
     integer type (int64 with ``jax_enable_x64``, else int32, where sums beyond its range wrap
@@ -102,6 +113,8 @@ def avg_pool(
       strides: window step; ``None`` means ``kernel``.
       pads_begin, pads_end: padding at the start/end of each spatial axis (default 0).
       exclude_pad: divide by the number of input elements only.
+      dilations: the step between the taps of a window, an int or one per spatial axis
+        (default 1).
       rounding_type: ``"floor"``, ``"ceil"`` or ``"ceil_torch"``.
       auto_pad: ``"explicit"``, ``"valid"``, ``"same_upper"`` or ``"same_lower"``.
       data_format: ``"NCX"`` or ``"NXC"``.
@@ -116,6 +129,8 @@ def avg_pool(
       [[2.5, 4.5], [10.5, 12.5]]
       >>> jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)[0, 0, 0].tolist()
       [0.0, 0.5, 1.5, 2.5]
+      >>> jaxpool.avg_pool(x, 2, 1, dilations=2)[0, 0].tolist()  # taps 2 apart
+      [[5.0, 6.0], [9.0, 10.0]]
     """
     x = jnp.asarray(x)
     window_lib.check_input("x", x.shape, x.dtype)
@@ -125,7 +140,7 @@ def avg_pool(
         strides,
         pads_begin,
         pads_end,
-        None,
+        dilations,
         rounding_type=rounding_type,
         auto_pad=auto_pad,
         data_format=data_format,

@@ -34,6 +34,7 @@ CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
     "max_pool": cpu_max_pool.values_program,
     "max_pool_argmax": cpu_max_pool.argmax_program,
     "avg_pool": cpu_avg_pool.sum_program,
+    "lp_pool": cpu_avg_pool.sum_program,  # the window sums of |x|**p
     "adaptive_max_pool": cpu_adaptive.max_program,
     "adaptive_max_pool_argmax": cpu_adaptive.argmax_program,
     "adaptive_avg_pool": cpu_adaptive.sum_program,

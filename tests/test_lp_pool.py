@@ -1,0 +1,328 @@
+"""``lp_pool`` (ONNX LpPool-18) and ``avg_pool``'s ``dilations`` (ONNX AveragePool-19).
+
+ONNX Runtime computes the expected values: ONNX's Python reference evaluator scales a partial
+``ceil_mode`` LpPool window like an average and misplaces dilated ``ceil_mode`` AveragePool
+windows, while ONNX Runtime matches the hand sums.  Random configurations (seeded) cover 1 to 3
+spatial axes, both layouts, every rounding and ``auto_pad`` mode, and run under both programs
+(``dispatch.force``).  ONNX's ``ceil_mode`` is jaxpool's ``rounding_type="ceil_torch"``: ONNX
+Runtime drops a last window that would start in the end padding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from jax.test_util import check_grads
+from onnx import TensorProto, helper
+
+import jaxpool
+from jaxpool._src import dispatch
+
+ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape differs from onnx's
+_AUTO_PADS = {
+    "NOTSET": "explicit",
+    "VALID": "valid",
+    "SAME_UPPER": "same_upper",
+    "SAME_LOWER": "same_lower",
+}
+
+
+def _onnxruntime(op: str, x: np.ndarray, opset: int, **attrs) -> np.ndarray:
+    """Runs one ONNX node on ``x`` (NCX, float32) with ONNX Runtime's CPU provider."""
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"x": x})[0]
+
+
+def _lp_reference(x, kernel, strides, dilations, pads_begin, out_spatial, p):
+    """A NumPy loop over the output positions: the p-norm of each window's input elements."""
+    x = np.asarray(x, np.float64)
+    in_spatial = x.shape[2:]
+    y = np.zeros(x.shape[:2] + tuple(out_spatial))
+    for o in itertools.product(*(range(n) for n in out_spatial)):
+        total = np.zeros(x.shape[:2])
+        for k in itertools.product(*(range(n) for n in kernel)):
+            pos = [
+                oi * s + ki * d - pb
+                for oi, s, ki, d, pb in zip(o, strides, k, dilations, pads_begin)
+            ]
+            if all(0 <= q < n for q, n in zip(pos, in_spatial)):
+                total += np.abs(x[(slice(None), slice(None), *pos)]) ** p
+        y[(slice(None), slice(None), *o)] = total ** (1 / p)
+    return y
+
+
+def _random_config(rng: np.random.Generator) -> tuple[dict, dict, tuple[int, ...]]:
+    """ONNX attributes, the matching jaxpool keyword arguments, and an NCX input shape.
+
+    ONNX Runtime refuses pads as large as the kernel.  With ``SAME_*`` it computes the pads
+    from the undilated kernel and lets them go negative, unlike the specification's formula
+    (and OpenVINO's, jaxpool's): those configurations are left out.
+    """
+    while True:
+        nd = int(rng.integers(1, 4))
+        kernel = [int(v) for v in rng.integers(1, 4, nd)]
+        strides = [int(v) for v in rng.integers(1, 4, nd)]
+        dilations = [int(v) for v in rng.integers(1, 3, nd)]
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        in_spatial = [int(rng.integers(s, s + 5)) for s in span]
+        auto_pad = str(rng.choice(list(_AUTO_PADS), p=[0.55, 0.15, 0.15, 0.15]))
+        ceil_mode = int(rng.integers(0, 2))
+        pads_begin = [int(rng.integers(0, k)) for k in kernel]
+        pads_end = [int(rng.integers(0, k)) for k in kernel]
+        if auto_pad.startswith("SAME"):
+            dilations = [1] * nd
+            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
+                continue
+        attrs = dict(
+            kernel_shape=kernel,
+            strides=strides,
+            dilations=dilations,
+            ceil_mode=ceil_mode,
+            auto_pad=auto_pad,
+        )
+        kwargs = dict(
+            kernel=kernel,
+            strides=strides,
+            dilations=dilations,
+            rounding_type="ceil_torch" if ceil_mode else "floor",
+            auto_pad=_AUTO_PADS[auto_pad],
+        )
+        if auto_pad == "NOTSET":
+            attrs["pads"] = pads_begin + pads_end
+            kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
+        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
+        return attrs, kwargs, (batch, channels, *in_spatial)
+
+
+def _to_layout(x: np.ndarray, data_format: str) -> np.ndarray:
+    return x if data_format == "NCX" else np.moveaxis(x, 1, -1)
+
+
+def _from_layout(y, data_format: str) -> np.ndarray:
+    y = np.asarray(y)
+    return y if data_format == "NCX" else np.moveaxis(y, -1, 1)
+
+
+CHUNKS = 4
+PER_CHUNK = 20  # 4 chunks x 20 configurations x 2 programs, per op
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_lp_pool_matches_onnxruntime(chunk, program):
+    rng = np.random.default_rng([20, chunk])
+    for i in range(PER_CHUNK):
+        attrs, kwargs, shape = _random_config(rng)
+        p = int(rng.integers(1, 4))
+        x = rng.standard_normal(shape).astype(np.float32)
+        expected = _onnxruntime("LpPool", x, 18, p=p, **attrs)
+        data_format = ("NCX", "NXC")[i % 2]
+        y = jaxpool.lp_pool(_to_layout(x, data_format), p=p, data_format=data_format, **kwargs)
+        np.testing.assert_allclose(
+            _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-5, err_msg=f"{attrs} p={p}"
+        )
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_dilated_avg_pool_matches_onnxruntime(chunk, program):
+    rng = np.random.default_rng([19, chunk])
+    for i in range(PER_CHUNK):
+        attrs, kwargs, shape = _random_config(rng)
+        x = rng.standard_normal(shape).astype(np.float32)
+        data_format = ("NCX", "NXC")[i % 2]
+        y = jaxpool.avg_pool(
+            _to_layout(x, data_format), exclude_pad=True, data_format=data_format, **kwargs
+        )
+        expected = _onnxruntime("AveragePool", x, 19, count_include_pad=0, **attrs)
+        np.testing.assert_allclose(
+            _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-6, err_msg=str(attrs)
+        )
+        # count_include_pad=1: ONNX counts the taps inside the padded input, OpenVINO the whole
+        # kernel once any pad is non-zero; they agree where no window reaches past pads_end.
+        window_ends = [
+            (n - 1) * s + (k - 1) * d + 1
+            for n, s, k, d in zip(
+                y.shape[2:] if data_format == "NCX" else y.shape[1:-1],
+                kwargs["strides"],
+                kwargs["kernel"],
+                kwargs["dilations"],
+            )
+        ]
+        pads = attrs.get("pads", [0] * (2 * len(window_ends)))
+        padded = [
+            n + pb + pe
+            for n, pb, pe in zip(shape[2:], pads[: len(shape) - 2], pads[len(shape) - 2 :])
+        ]
+        if attrs["auto_pad"] == "NOTSET" and all(e <= n for e, n in zip(window_ends, padded)):
+            y = jaxpool.avg_pool(
+                _to_layout(x, data_format), exclude_pad=False, data_format=data_format, **kwargs
+            )
+            expected = _onnxruntime("AveragePool", x, 19, count_include_pad=1, **attrs)
+            np.testing.assert_allclose(
+                _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-6, err_msg=str(attrs)
+            )
+
+
+@pytest.mark.parametrize("p", [0.5, 1.5, 2.5, 4])
+def test_lp_pool_matches_numpy_reference_for_any_p(p):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 7, 6))
+    x[0, 0, :2, :2] = 0.0  # a window of zeros
+    with jax.enable_x64(True):
+        y = jaxpool.lp_pool(
+            x, (3, 2), (2, 2), (1, 0), (1, 1), p=p, dilations=(1, 2), rounding_type="ceil"
+        )
+    expected = _lp_reference(x, (3, 2), (2, 2), (1, 2), (1, 0), y.shape[2:], p)
+    np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-12, atol=1e-300)
+
+
+def test_lp_pool_matches_torch_on_non_negative_inputs():
+    rng = np.random.default_rng(3)
+    x = np.abs(rng.standard_normal((2, 4, 11, 9))).astype(np.float32)
+    for p, kernel, stride in [(2, 3, 2), (1, (2, 3), (1, 2)), (3, 2, 2)]:
+        expected = torch.nn.functional.lp_pool2d(torch.from_numpy(x), p, kernel, stride).numpy()
+        y = jaxpool.lp_pool(x, kernel, stride, p=p)
+        np.testing.assert_allclose(np.asarray(y), expected, rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_16_bit_inputs_accumulate_in_float32(dtype):
+    x = jnp.asarray(np.random.default_rng(1).standard_normal((1, 2, 9, 9)) * 30, dtype)
+    y = jaxpool.lp_pool(x, 3, 1, 1, 1, p=3)
+    expected = jaxpool.lp_pool(x.astype(jnp.float32), 3, 1, 1, 1, p=3).astype(dtype)
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(y, np.float32), np.asarray(expected, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("p", "data_format", "order"),
+    [(1, "NCX", 1), (2, "NXC", 1), (3, "NCX", 1), (1.5, "NXC", 1), (2, "NCX", 2)],
+)
+def test_gradients_in_both_modes(p, data_format, order, program):
+    rng = np.random.default_rng(11)
+    with jax.enable_x64(True):
+        x = rng.uniform(0.5, 2.0, (1, 7, 6, 2)) * rng.choice([-1.0, 1.0], (1, 7, 6, 2))
+        x = jnp.asarray(x if data_format == "NXC" else np.moveaxis(x, -1, 1))
+
+        @jax.jit
+        def f(x):
+            return jaxpool.lp_pool(
+                x,
+                (3, 2),
+                (2, 1),
+                (1, 0),
+                (0, 1),
+                p=p,
+                dilations=(1, 2),
+                data_format=data_format,
+                rounding_type="ceil",
+            )
+
+        if order == 2 and program == "cpu":
+            order = 1  # second derivatives once, under the portable program: they compile slowly
+        check_grads(f, (x,), order=order, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("p", [0.5, 1, 2, 3, 2.5])
+def test_gradient_is_finite_at_zero(p):
+    x = jnp.zeros((1, 1, 6), jnp.float32).at[0, 0, 4].set(2.0)
+    g = jax.grad(lambda x: jaxpool.lp_pool(x, 2, p=p).sum())(x)
+    # The windows of zeros give 0; in the last window only the non-zero element counts.
+    np.testing.assert_allclose(np.asarray(g)[0, 0], [0, 0, 0, 0, 1, 0], atol=1e-6)
+    _, tangent = jax.jvp(lambda x: jaxpool.lp_pool(x, 2, p=p), (x,), (jnp.ones_like(x),))
+    assert np.all(np.isfinite(np.asarray(tangent)))
+
+
+def test_transformations(jit_mode):
+    x = jnp.asarray(np.random.default_rng(5).standard_normal((3, 2, 8)), jnp.float32)
+    f = lambda x: jaxpool.lp_pool(x, 3, 2, 1, 1, p=2)  # noqa: E731
+    y = jit_mode(f, x)
+    np.testing.assert_allclose(jax.vmap(f)(x[:, None])[:, 0], y, rtol=1e-6)
+    y_lin, f_lin = jax.linearize(f, x)
+    np.testing.assert_allclose(f_lin(x), y, rtol=1e-5)  # degree-1 homogeneous
+    np.testing.assert_allclose(y_lin, y, rtol=1e-6)
+
+
+def test_windows_in_the_padding_give_zero():
+    y = jaxpool.lp_pool(jnp.ones((1, 1, 2)), 2, 3, 0, 4, rounding_type="ceil")
+    np.testing.assert_allclose(np.asarray(y), [[[2**0.5, 0.0, 0.0]]], rtol=1e-6)
+    y = jaxpool.lp_pool(jnp.ones((1, 1, 1)), 2, 3, 3, 0)  # no tap reads the input
+    np.testing.assert_array_equal(np.asarray(y), [[[0.0]]])
+
+
+def test_avg_pool_without_dilations_is_unchanged():
+    x = jnp.asarray(np.random.default_rng(2).standard_normal((2, 3, 9, 8)), jnp.float32)
+    for kwargs in [dict(exclude_pad=True), dict(exclude_pad=False, rounding_type="ceil")]:
+        a = jaxpool.avg_pool(x, 3, 2, 1, 1, **kwargs)
+        b = jaxpool.avg_pool(x, 3, 2, 1, 1, dilations=1, **kwargs)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_dilated_avg_pool_divisor_counts_taps():
+    x = jnp.ones((1, 1, 5))
+    # Taps at -1, 1 | 0, 2 | 1, 3 | 2, 4 | 3, 5: the first and last windows have one tap inside.
+    np.testing.assert_array_equal(
+        np.asarray(jaxpool.avg_pool(x, 2, 1, 1, 1, dilations=2, exclude_pad=True)),
+        [[[1, 1, 1, 1, 1]]],
+    )
+    np.testing.assert_array_equal(
+        np.asarray(jaxpool.avg_pool(x, 2, 1, 1, 1, dilations=2, exclude_pad=False)),
+        [[[0.5, 1, 1, 1, 0.5]]],
+    )
+
+
+def test_dilated_avg_pool_gradients(program):
+    with jax.enable_x64(True):
+        x = jnp.asarray(np.random.default_rng(4).standard_normal((1, 2, 7, 5)))
+
+        def f(x):
+            return jaxpool.avg_pool(x, (2, 2), (2, 1), 1, 1, dilations=(2, 3), exclude_pad=True)
+
+        check_grads(f, (x,), order=1, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(p=0), ValueError, r"`p` \(=0\)"),
+        (dict(p=-1.5), ValueError, r"`p` \(=-1.5\)"),
+        (dict(p=math.inf), ValueError, r"`p` \(=inf\)"),
+        (dict(p=math.nan), ValueError, r"`p` \(=nan\)"),
+        (dict(p=True), TypeError, r"`p` must be a positive int or float, got True"),
+        (dict(p="2"), TypeError, r"`p` must be a positive int or float, got '2'"),
+        (dict(dilations=0), ValueError, r"`dilations` \(=0\)"),
+        (dict(kernel=4, dilations=2), ValueError, r"`kernel` \(=\(4,\)\) with `dilations`"),
+    ],
+)
+def test_errors(kwargs, error, match):
+    kwargs = {"kernel": 2, **kwargs}
+    with pytest.raises(error, match=match):
+        jaxpool.lp_pool(jnp.ones((1, 1, 5)), **kwargs)
+
+
+def test_integer_input_is_refused():
+    with pytest.raises(TypeError, match="`x` must have a floating dtype, got int32"):
+        jaxpool.lp_pool(jnp.ones((1, 1, 4), jnp.int32), 2)
+
+
+def test_both_programs_are_used():
+    """``lp_pool``'s window sums go through the dispatch table, as ``avg_pool``'s do."""
+    assert "lp_pool" in dispatch.CPU_PROGRAMS

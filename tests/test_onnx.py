@@ -1,0 +1,400 @@
+"""``jaxpool.onnx.node``: ONNX's own backend node tests, and ONNX Runtime on random nodes.
+
+Every pooling case of ``onnx.backend.test.case.node`` (the ``export*`` cases of its maxpool,
+averagepool, lppool, globalmaxpool, globalaveragepool, maxunpool and roialign modules) runs
+through the bridge and must give ONNX's expected outputs, dtypes included, except RoiAlign's
+``mode="max"``, which the bridge refuses (ONNX's maximum is not a maximum of samples).
+Random nodes of every pooling operation are checked against ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import jaxpool.onnx
+from jaxpool._src import dispatch
+
+ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape differs from onnx's
+
+_CASE_MODULES = (
+    "maxpool",
+    "averagepool",
+    "lppool",
+    "globalmaxpool",
+    "globalaveragepool",
+    "maxunpool",
+    "roialign",
+)
+
+
+def _node_test_cases():
+    """The cases the ``export*`` methods of ONNX's pooling test modules register on import."""
+    import onnx.backend.test.case.node as node_cases
+
+    node_cases._TargetOpType = None  # register every op type's cases
+    cases = []
+    for module in _CASE_MODULES:
+        name = f"onnx.backend.test.case.node.{module}"
+        start = len(node_cases._NodeTestCases)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if name in sys.modules:
+                importlib.reload(sys.modules[name])
+            else:
+                importlib.import_module(name)
+        cases += node_cases._NodeTestCases[start:]
+    return [case for case in cases if len(case.model.graph.node) == 1]
+
+
+NODE_TEST_CASES = _node_test_cases()
+
+
+def test_every_pooling_module_has_cases():
+    ops = {case.model.graph.node[0].op_type for case in NODE_TEST_CASES}
+    assert ops == {
+        "MaxPool",
+        "AveragePool",
+        "LpPool",
+        "GlobalMaxPool",
+        "GlobalAveragePool",
+        "MaxUnpool",
+        "RoiAlign",
+    }
+    assert len(NODE_TEST_CASES) >= 56
+
+
+@pytest.mark.parametrize("case", NODE_TEST_CASES, ids=lambda case: case.name)
+def test_onnx_backend_node_test(case, x64):
+    inputs, expected = case.data_sets[0]
+    node = case.model.graph.node[0]
+    if any(a.name == "mode" and a.s == b"max" for a in node.attribute):
+        with pytest.raises(ValueError, match=r"`mode` \(='max'\) of RoiAlign is not supported"):
+            jaxpool.onnx.node(node)
+        return
+    (opset,) = (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
+    outputs = jaxpool.onnx.node(node, opset=opset)(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    assert len(outputs) == len(expected)
+    for actual, want in zip(outputs, expected):
+        actual = np.asarray(actual)
+        assert actual.shape == want.shape
+        assert actual.dtype == want.dtype
+        np.testing.assert_allclose(actual, want, rtol=case.rtol, atol=case.atol)
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX Runtime on random nodes.
+# --------------------------------------------------------------------------------------------
+
+_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}
+
+
+def _onnxruntime(node, inputs, opset=22):
+    names = [name for name in node.input if name]
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [
+            helper.make_tensor_value_info(name, _TYPES[value.dtype], list(value.shape))
+            for name, value in zip(names, inputs)
+        ],
+        [
+            helper.make_tensor_value_info(name, TensorProto.INT64 if i else TensorProto.FLOAT, None)
+            for i, name in enumerate(node.output)
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, dict(zip(names, inputs)))
+
+
+def _random_attributes(rng):
+    """Sliding-window attributes and an NCX input shape that ONNX Runtime runs as specified.
+
+    ONNX Runtime refuses pads as large as the kernel, and with ``SAME_*`` it pads the undilated
+    kernel and lets the pads go negative (the specification pads the dilated kernel, never
+    below 0): those configurations are left out.
+    """
+    while True:
+        nd = int(rng.integers(1, 4))
+        kernel = [int(v) for v in rng.integers(1, 4, nd)]
+        strides = [int(v) for v in rng.integers(1, 4, nd)]
+        dilations = [int(v) for v in rng.integers(1, 3, nd)]
+        in_spatial = [
+            int(rng.integers((k - 1) * d + 1, (k - 1) * d + 6)) for k, d in zip(kernel, dilations)
+        ]
+        auto_pad = str(
+            rng.choice(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"], p=[0.55, 0.15, 0.15, 0.15])
+        )
+        attrs = dict(kernel_shape=kernel, strides=strides, ceil_mode=int(rng.integers(0, 2)))
+        if auto_pad.startswith("SAME"):
+            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
+                continue
+        else:
+            attrs["dilations"] = dilations
+        if auto_pad == "NOTSET":
+            attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+        else:
+            attrs["auto_pad"] = auto_pad
+        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
+        return attrs, (batch, channels, *in_spatial)
+
+
+def _check(node, inputs, rtol=2e-5, atol=1e-5, index_element_type=None, opset=22):
+    expected = _onnxruntime(node, inputs, opset)
+    actual = jaxpool.onnx.node(node, index_element_type=index_element_type, opset=opset)(*inputs)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        a = np.asarray(a)
+        assert a.shape == e.shape, (node, a.shape, e.shape)
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=str(node))
+
+
+CONFIGS = 30
+
+
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool", "LpPool"])
+def test_sliding_nodes_match_onnxruntime(op_type, x64):
+    rng = np.random.default_rng(["MaxPool", "AveragePool", "LpPool"].index(op_type))
+    for i in range(CONFIGS):
+        attrs, shape = _random_attributes(rng)
+        # Ties are resolved alike, but random floats keep the indices unambiguous.
+        x = rng.standard_normal(shape).astype(np.float32)
+        outputs = ["y"]
+        if op_type == "MaxPool":
+            if i % 2:
+                outputs.append("indices")
+            if i % 4 == 3 and len(shape) == 4:
+                attrs["storage_order"] = 1
+        elif op_type == "AveragePool":
+            attrs["count_include_pad"] = i % 2
+        else:
+            attrs["p"] = int(rng.integers(1, 4))
+        node = helper.make_node(op_type, ["x"], outputs, **attrs)
+        with dispatch.force(("portable", "cpu")[i % 2]):
+            _check(node, [x])
+
+
+def test_onnx_divisor_past_the_end_padding(x64):
+    # The last window of [0, 5) with pads (1, 0) covers 3, 4 and a position past the end
+    # padding: ONNX divides by 2, OpenVINO by 3.
+    node = helper.make_node(
+        "AveragePool",
+        ["x"],
+        ["y"],
+        kernel_shape=[3],
+        strides=[2],
+        pads=[1, 0],
+        ceil_mode=1,
+        count_include_pad=1,
+    )
+    x = np.ones((1, 1, 5), np.float32)
+    np.testing.assert_allclose(np.asarray(jaxpool.onnx.node(node)(x)), [[[2 / 3, 1, 1]]])
+    _check(node, [x])
+
+
+@pytest.mark.parametrize("op_type", ["GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"])
+def test_global_nodes_match_onnxruntime(op_type):
+    rng = np.random.default_rng(5)
+    for nd in (1, 2, 3):
+        shape = (2, 3, *(int(v) for v in rng.integers(1, 6, nd)))
+        x = rng.standard_normal(shape).astype(np.float32)
+        attrs = {"p": int(rng.integers(1, 4))} if op_type == "GlobalLpPool" else {}
+        # ONNX Runtime implements GlobalLpPool up to opset 21, which it is unchanged in.
+        _check(helper.make_node(op_type, ["x"], ["y"], **attrs), [x], opset=21)
+
+
+def test_max_unpool_matches_onnxruntime(x64):
+    """Unpools ONNX Runtime's MaxPool outputs; the pooled input has the shape that MaxUnpool
+    infers (ONNX Runtime refuses indices beyond it)."""
+    rng = np.random.default_rng(9)
+    checked = 0
+    while checked < 12:
+        nd = 1 + checked % 3
+        kernel = [int(v) for v in rng.integers(1, 4, nd)]
+        strides = [int(v) for v in rng.integers(1, 4, nd)]
+        pads = [int(rng.integers(0, k)) for k in kernel * 2]
+        pooled = [int(v) for v in rng.integers(1, 5, nd)]
+        spatial = [
+            (n - 1) * s - pb - pe + k
+            for n, s, pb, pe, k in zip(pooled, strides, pads[:nd], pads[nd:], kernel)
+        ]
+        if any(length < k for length, k in zip(spatial, kernel)):
+            continue  # keep every window on the input
+        x = rng.standard_normal((2, 2, *spatial)).astype(np.float32)
+        attrs = dict(kernel_shape=kernel, strides=strides, pads=pads)
+        y, indices = _onnxruntime(helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs), [x])
+        names, values = ["y", "i"], [y, indices]
+        if checked % 2:  # an output_shape equal to the inferred shape
+            names.append("shape")
+            values.append(np.asarray(x.shape, np.int64))
+        _check(helper.make_node("MaxUnpool", names, ["z"], **attrs), values)
+        checked += 1
+
+
+def test_region_nodes_match_onnxruntime(x64):
+    """MaxRoiPool and RoiAlign (avg) on random boxes, some partly or wholly off the map, some
+    of negative size.  ONNX Runtime implements both up to opset 21."""
+    rng = np.random.default_rng(13)
+    for i in range(10):
+        x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+        corner = rng.uniform(-2, 10, (4, 2))
+        boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1)
+        boxes = boxes.astype(np.float32)
+        scale = float(rng.choice([1.0, 0.5, 0.25]))
+        shape = [int(v) for v in rng.integers(1, 4, 2)]
+        images = rng.integers(0, 2, 4)
+        rois = np.concatenate([images[:, None].astype(np.float32), boxes], 1)
+        node = helper.make_node(
+            "MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=shape, spatial_scale=scale
+        )
+        _check(node, [x, rois], opset=21)
+        node = helper.make_node(
+            "RoiAlign",
+            ["x", "rois", "batch_indices"],
+            ["y"],
+            output_height=shape[0],
+            output_width=shape[1],
+            spatial_scale=scale,
+            sampling_ratio=i % 3,
+            coordinate_transformation_mode=("half_pixel", "output_half_pixel")[i % 2],
+        )
+        _check(node, [x, boxes, images.astype(np.int64)], rtol=1e-4, opset=21)
+
+
+def test_roi_align_default_before_opset_16(x64):
+    node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=2, output_width=3)
+    x = np.random.default_rng(0).standard_normal((1, 2, 6, 7)).astype(np.float32)
+    rois = np.array([[0.5, 1.0, 4.0, 5.5], [2.0, 0.0, 2.5, 0.2]], np.float32)
+    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=10)
+    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=21)
+
+
+def test_max_pool_indices_need_x64_or_i32():
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2], strides=[2])
+    x = jnp.arange(4.0).reshape(1, 1, 4)
+    with pytest.raises(ValueError, match="`index_element_type='i32'`"):
+        jaxpool.onnx.node(node)(x)
+    _, indices = jaxpool.onnx.node(node, index_element_type="i32")(x)
+    assert indices.dtype == jnp.int32
+    assert indices.tolist() == [[[1, 3]]]
+
+
+def test_storage_order_gives_column_major_indices(x64):
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], storage_order=1)
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4)
+    _, indices = jaxpool.onnx.node(node)(x)
+    # Element (c, h, w) of a 3 x 4 plane: c * 12 + w * 3 + h.
+    expected = [[[c * 12 + w * 3 + h for w in (1, 2, 3)] for h in (1, 2)] for c in (0, 1)]
+    assert np.asarray(indices).tolist() == [expected]
+
+
+def test_max_unpool_output_shape_places_the_inferred_shape_first():
+    node = helper.make_node("MaxUnpool", ["x", "i", "s"], ["y"], kernel_shape=[2], strides=[2])
+    y = jaxpool.onnx.node(node)(
+        np.array([[[5.0, 6.0]]], np.float32), np.array([[[1, 2]]], np.int32), [1, 1, 6]
+    )
+    np.testing.assert_array_equal(np.asarray(y), [[[0, 5, 6, 0, 0, 0]]])
+
+
+def test_gradients_flow_through_a_node(x64):
+    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], p=3, ceil_mode=1)
+    pool = jaxpool.onnx.node(node)
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((1, 1, 5, 5)))
+    g = jax.grad(lambda x: pool(x).sum())(x)
+    assert g.shape == x.shape and bool(jnp.all(jnp.isfinite(g)))
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: helper.make_node("Conv", ["x"], ["y"]), ValueError, "op_type 'Conv'"),
+        (
+            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], domain="custom"),
+            ValueError,
+            "domain 'custom'",
+        ),
+        (
+            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], p=2),
+            ValueError,
+            "`p` is not an attribute of MaxPool",
+        ),
+        (
+            lambda: helper.make_node("LpPool", ["x"], ["y"]),
+            ValueError,
+            "`kernel_shape` is a required",
+        ),
+        (
+            lambda: helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], pads=[1]),
+            ValueError,
+            r"`pads` \(=\[1\]\)",
+        ),
+        (
+            lambda: helper.make_node(
+                "AveragePool", ["x"], ["y"], kernel_shape=[2], auto_pad="SAME"
+            ),
+            ValueError,
+            r"`auto_pad` \(='SAME'\)",
+        ),
+        (
+            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], ceil_mode=2),
+            ValueError,
+            r"`ceil_mode` \(=2\)",
+        ),
+        (
+            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], storage_order=3),
+            ValueError,
+            r"`storage_order` \(=3\)",
+        ),
+        (
+            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=2.0),
+            ValueError,
+            "`kernel_shape` of MaxPool must be ints",
+        ),
+    ],
+)
+def test_errors(make, error, match):
+    with pytest.raises(error, match=match):
+        jaxpool.onnx.node(make())
+
+
+def test_unknown_index_element_type():
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])
+    with pytest.raises(ValueError, match=r"`index_element_type` \(='u8'\)"):
+        jaxpool.onnx.node(node, index_element_type="u8")
+    with pytest.raises(ValueError, match=r"`opset` \(=0\)"):
+        jaxpool.onnx.node(node, opset=0)
+
+
+def test_onnx_convert_example(tmp_path, capsys):
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "onnx_convert.py"
+    spec = importlib.util.spec_from_file_location("example_onnx_convert", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    differences = module.main(model_dir=str(tmp_path), shape=(1, 2, 12, 16))
+    assert (tmp_path / "model.onnx").exists()
+    assert len(differences) == 10  # every output of the eight nodes
+    assert max(differences.values()) <= 1e-5
+    assert "end to end" in capsys.readouterr().out
+
+
+def test_import_jaxpool_does_not_import_onnx():
+    code = "import sys, jaxpool; assert not {'onnx', 'jaxpool.onnx'} & set(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
