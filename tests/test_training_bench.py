@@ -1,0 +1,99 @@
+"""The training-scale benchmark (``benchmarks/training.py``) runs every path at tiny scale.
+
+One run at ``--scale tiny`` with ``--check``: every workload in both dtypes, both layouts,
+forward (with indices) and forward+backward, against ``reduce_window``/``jnp.max``/``jnp.mean``
+and PyTorch on the CPU, and the ResNet-18 training step with Flax's pools and jaxpool's.
+jaxpool runs its portable programs, the ones a GPU runs.  The timings mean nothing here; the
+checks (every contender's outputs against jaxpool's) and the results file are what is tested.
+About 45 s of CPU time (2 cores; longer on a loaded machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+pytest.importorskip("matplotlib")
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import training  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("training")
+    path, png = out / "training.json", out / "training.png"
+    argv = ["--scale", "tiny", "--reps", "1", "--warmup", "1", "--min-stretch-ms", "0"]
+    argv += ["--settle-ms", "0", "--check", "--program", "portable"]
+    argv += ["--json", str(path), "--plot", str(png)]
+    status = training.main(argv)
+    with open(path) as f:
+        return status, json.load(f), png
+
+
+def test_every_group_runs(tiny_run):
+    status, result, png = tiny_run
+    assert result["errors"] == []
+    assert status == 0
+    keys = [g["key"] for g in result["groups"]]
+    assert sorted(keys) == sorted(training.group_keys())
+    assert len(keys) == len(set(keys)) == 9 * 2 * 2 * 2 + 1
+    assert result["meta"]["scale"] == "tiny"
+    assert result["meta"]["torch_device"] == "cpu"
+    assert os.path.getsize(png) > 0
+    table = training.markdown_table(result["groups"])
+    assert len(table.splitlines()) == 2 + len(keys)
+
+
+def test_every_contender_is_there(tiny_run):
+    _, result, _ = tiny_run
+    for g in result["groups"]:
+        names = {r["contender"] for r in g["rows"]}
+        if g["workload"] == "resnet18":
+            assert names == {"flax pools", "jaxpool pools"}
+            continue
+        torch = "torch-NCHW" if g["layout"] == "NCX" else "torch-CL"
+        assert "jaxpool" in names and torch in names, g["key"]
+        if g["op"] in ("max_pool", "avg_pool"):
+            peer = "reduce_window"
+        elif g["workload"].startswith("global"):
+            peer = "xla-reduce"
+        else:
+            peer = None
+        if peer is not None:
+            assert (peer if g["mode"] == "fwd" else f"grad({peer})") in names, g["key"]
+        if g["mode"] == "fwd" and g["op"] in ("max_pool", "adaptive_max_pool"):
+            assert "jaxpool+idx" in names, g["key"]
+        for r in g["rows"]:
+            assert r["rounds"] == 1 and r["median_s"] > 0 and r["x_floor"] > 0
+        verdicts = {t["verdict"] for t in g["targets"]}
+        assert verdicts <= {"PASS", "MISS"}, g["key"]  # every target measured
+
+
+def test_every_check_passes(tiny_run):
+    _, result, _ = tiny_run
+    for g in result["groups"]:
+        assert g["checks"], g["key"]
+        failed = [c["check"] for c in g["checks"] if not c["ok"]]
+        assert not failed, (g["key"], failed)
+        names = {c["check"] for c in g["checks"]}
+        if g["workload"] == "resnet18":
+            assert len(names) == 2
+            continue
+        # every contender besides jaxpool is compared with it, indices included
+        for r in g["rows"]:
+            if r["contender"] != "jaxpool":
+                assert any(n.startswith(r["contender"] + " ") for n in names), g["key"]
+        if g["mode"] == "fwd" and g["op"] in ("max_pool", "adaptive_max_pool"):
+            torch = "torch-NCHW" if g["layout"] == "NCX" else "torch-CL"
+            assert f"{torch} indices" in names and "x at jaxpool+idx indices" in names
+    assert result["meta"]["checks_failed"] == 0
