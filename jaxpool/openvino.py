@@ -34,6 +34,10 @@ _VERSIONS = {
     "AvgPool": (1, 14),
     "AdaptiveMaxPool": (8,),
     "AdaptiveAvgPool": (8,),
+    "ROIPooling": (1, 2),
+    "ROIAlign": (3, 9),
+    "ROIAlignRotated": (15,),
+    "PSROIPooling": (1,),
 }
 _NEWEST_OPSET = 16  # openvino.opset16 is the newest opset that defines these operations
 
@@ -47,6 +51,53 @@ _ATTRIBUTES = {
     ("AvgPool", 14): (*_SLIDING, "exclude-pad"),
     ("AdaptiveMaxPool", 8): ("index_element_type",),
     ("AdaptiveAvgPool", 8): (),
+    ("ROIPooling", 1): (
+        "output_size",
+        "output_roi",
+        "pooled_h",
+        "pooled_w",
+        "spatial_scale",
+        "method",
+    ),
+    ("ROIPooling", 2): (
+        "output_size",
+        "output_roi",
+        "pooled_h",
+        "pooled_w",
+        "spatial_scale",
+        "method",
+    ),
+    ("ROIAlign", 3): ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale", "mode"),
+    ("ROIAlign", 9): (
+        "pooled_h",
+        "pooled_w",
+        "sampling_ratio",
+        "spatial_scale",
+        "mode",
+        "aligned_mode",
+    ),
+    ("ROIAlignRotated", 15): (
+        "pooled_h",
+        "pooled_w",
+        "sampling_ratio",
+        "spatial_scale",
+        "clockwise_mode",
+    ),
+    ("PSROIPooling", 1): (
+        "output_dim",
+        "group_size",
+        "spatial_scale",
+        "spatial_bins_x",
+        "spatial_bins_y",
+        "mode",
+    ),
+}
+# The ROI layers: their inputs, in the IR's order.
+_ROI_INPUTS = {
+    "ROIPooling": ("x", "rois"),
+    "ROIAlign": ("x", "rois", "batch_indices"),
+    "ROIAlignRotated": ("x", "rois", "batch_indices"),
+    "PSROIPooling": ("x", "rois"),
 }
 _REQUIRED = ("kernel", "strides")
 _AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
@@ -84,6 +135,8 @@ class Layer:
 
     @property
     def num_inputs(self) -> int:
+        if self.type in _ROI_INPUTS:
+            return len(_ROI_INPUTS[self.type])
         return 2 if self.type.startswith("Adaptive") else 1
 
     def __call__(self, *inputs: Any) -> jax.Array | tuple[jax.Array, jax.Array]:
@@ -92,10 +145,14 @@ class Layer:
         name = f"{self.type}-{self.version}"
         if len(inputs) != self.num_inputs:
             expected = "`x` and `output_size`" if self.num_inputs == 2 else "`x`"
+            if self.type in _ROI_INPUTS:
+                expected = ", ".join(f"`{n}`" for n in _ROI_INPUTS[self.type])
             raise TypeError(
                 f"{name} takes {self.num_inputs} input(s) ({expected}), got {len(inputs)}."
             )
         fn = getattr(jaxpool, self.function)
+        if self.type in _ROI_INPUTS:
+            return fn(*inputs, **self.kwargs)
         if self.num_inputs == 1:
             return fn(inputs[0], **self.kwargs)
         x, output_size = inputs
@@ -131,6 +188,10 @@ def layer(xml_or_type: str | ElementTree.Element, attrs: Mapping[str, str] | Non
     AvgPool-1, -14       ``avg_pool(x, ...)``                  values
     AdaptiveMaxPool-8    ``adaptive_max_pool(x, size, ...)``   ``(values, indices)``
     AdaptiveAvgPool-8    ``adaptive_avg_pool(x, size)``        values
+    ROIPooling-1, -2     ``roi_pool(x, rois, ...)``            values
+    ROIAlign-3, -9       ``roi_align(x, rois, batch, ...)``    values
+    ROIAlignRotated-15   ``roi_align_rotated(x, rois, ...)``   values
+    PSROIPooling-1       ``psroi_pool(x, rois, ...)``          values
     ===================  ====================================  ===========================
 
     Args:
@@ -332,6 +393,8 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
             allowed = f"its attributes are {list(known)}" if known else "it has no attributes"
             raise ValueError(f"`{name}` is not an attribute of {where}{hint}; {allowed}.")
 
+    if op_type in _ROI_INPUTS:
+        return _bind_roi(op_type, version, attrs)
     if op_type.startswith("Adaptive"):
         if op_type == "AdaptiveAvgPool":
             return Layer(op_type, version, "adaptive_avg_pool", ())
@@ -400,3 +463,99 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
             ("axis", int(axis_text)),
         ),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The ROI layers.
+# --------------------------------------------------------------------------------------------
+
+_ROI_REQUIRED = {
+    "ROIPooling": ("spatial_scale",),
+    "ROIAlign": ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale", "mode"),
+    "ROIAlignRotated": ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale"),
+    "PSROIPooling": ("output_dim", "group_size", "spatial_scale"),
+}
+
+
+def _int(name: str, text: str, minimum: int) -> int:
+    if not _INT_RE.match(text):
+        raise ValueError(f"`{name}` (={text!r}) must be an integer.")
+    value = int(text)
+    if value < minimum:
+        raise ValueError(f"`{name}` (={text!r}) must be at least {minimum}.")
+    return value
+
+
+def _float(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"`{name}` (={text!r}) must be a number, such as '0.0625'.") from None
+    if not np.isfinite(value):
+        raise ValueError(f"`{name}` (={text!r}) must be finite.")
+    return value
+
+
+def _bind_roi(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
+    """ROIPooling-1/-2, ROIAlign-3/-9, ROIAlignRotated-15 and PSROIPooling-1."""
+    where = f"{op_type}-{version}"
+    for name in _ROI_REQUIRED[op_type]:
+        if name not in attrs:
+            raise ValueError(f"`{name}` is a required attribute of {where} and is missing.")
+    scale = ("spatial_scale", _float("spatial_scale", attrs["spatial_scale"]))
+    if op_type == "PSROIPooling":
+        mode = _word("mode", attrs.get("mode", "average"), ("average", "bilinear"), where)
+        bins = (
+            _int("spatial_bins_y", attrs.get("spatial_bins_y", "1"), 1),
+            _int("spatial_bins_x", attrs.get("spatial_bins_x", "1"), 1),
+        )
+        arguments: tuple[tuple[str, Any], ...] = (
+            ("output_dim", _int("output_dim", attrs["output_dim"], 1)),
+            ("group_size", _int("group_size", attrs["group_size"], 1)),
+            scale,
+            ("mode", mode),
+            ("spatial_bins", bins),
+        )
+        return Layer(op_type, version, "psroi_pool", arguments)
+    if op_type == "ROIPooling":
+        # The runtime saves the output size three times: pooled_h/pooled_w, output_size and
+        # output_roi.  Any of them will do; those given must agree.
+        sizes = {}
+        if "pooled_h" in attrs or "pooled_w" in attrs:
+            sizes["pooled_h, pooled_w"] = (
+                _int("pooled_h", attrs.get("pooled_h", ""), 1),
+                _int("pooled_w", attrs.get("pooled_w", ""), 1),
+            )
+        for name in ("output_size", "output_roi"):
+            if name in attrs:
+                text = attrs[name]
+                if not _INT_LIST_RE.match(text) or len(text.split(",")) != 2:
+                    raise ValueError(f"`{name}` (={text!r}) of {where} must be two integers.")
+                sizes[name] = (_int(name, text.split(",")[0], 1), _int(name, text.split(",")[1], 1))
+        if not sizes:
+            raise ValueError(
+                f"{where} needs its output size: `pooled_h` and `pooled_w`, or `output_size`."
+            )
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"The output sizes of {where} disagree: {sizes}.")
+        size = ("output_size", next(iter(sizes.values())))
+        method = _word("method", attrs.get("method", "max"), ("max", "bilinear"), where)
+        return Layer(op_type, version, "roi_pool", (size, scale, ("method", method)))
+    size = (
+        "output_size",
+        (_int("pooled_h", attrs["pooled_h"], 1), _int("pooled_w", attrs["pooled_w"], 1)),
+    )
+    ratio = ("sampling_ratio", _int("sampling_ratio", attrs["sampling_ratio"], 0))
+    if op_type == "ROIAlignRotated":
+        clockwise = _bool("clockwise_mode", attrs.get("clockwise_mode", "false"))
+        arguments = (size, scale, ratio, ("clockwise", clockwise))
+        return Layer(op_type, version, "roi_align_rotated", arguments)
+    mode = _word("mode", attrs["mode"], ("avg", "max"), where)
+    aligned = _word(
+        "aligned_mode",
+        attrs.get("aligned_mode", "asymmetric"),
+        ("asymmetric", "half_pixel_for_nn", "half_pixel"),
+        where,
+    )
+    arguments = (size, scale, ratio, ("mode", mode), ("aligned_mode", aligned))
+    return Layer(op_type, version, "roi_align", arguments)

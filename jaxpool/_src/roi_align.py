@@ -1,0 +1,166 @@
+"""ROIAlign-3/-9: bilinear samples averaged or maximised over the bins of each region."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxpool._src import roi as roi_lib
+from jaxpool._src import window as window_lib
+
+MODES = ("avg", "max")
+ALIGNED_MODES = ("asymmetric", "half_pixel_for_nn", "half_pixel")
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "output_size",
+        "spatial_scale",
+        "sampling_ratio",
+        "mode",
+        "aligned_mode",
+        "data_format",
+    ),
+)
+def _roi_align(
+    x: jax.Array,
+    rois: jax.Array,
+    batch_indices: jax.Array,
+    output_size: tuple[int, int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    mode: str,
+    aligned_mode: str,
+    data_format: str,
+) -> jax.Array:
+    n, _, height, width = window_lib.to_ncx_shape(x.shape, data_format)
+    out_h, out_w = output_size
+    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
+    boxes = rois.astype(dtype)
+    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
+    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
+    x1, y1, x2, y2 = ((boxes[:, i] + offset_src) * spatial_scale + offset_dst for i in range(4))
+    roi_w, roi_h = x2 - x1, y2 - y1
+    if aligned_mode == "asymmetric":
+        roi_w, roi_h = jnp.maximum(roi_w, 1), jnp.maximum(roi_h, 1)
+
+    if sampling_ratio > 0:
+        bound_h = bound_w = sampling_ratio
+    else:
+        bound_h = roi_lib.adaptive_bound(height, out_h)
+        bound_w = roi_lib.adaptive_bound(width, out_w)
+    ys, count_y, exists_y = roi_lib.bin_samples(y1, roi_h, out_h, bound_h, sampling_ratio)
+    xs, count_x, exists_x = roi_lib.bin_samples(x1, roi_w, out_w, bound_w, sampling_ratio)
+    y_index, y_weight = roi_lib.axis_corners(ys, height)  # (R, out_h, bound_h, 2)
+    x_index, x_weight = roi_lib.axis_corners(xs, width)  # (R, out_w, bound_w, 2)
+
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    y_scale = (exists_y & inside[:, None]).astype(dtype)
+    x_scale = exists_x.astype(dtype)
+    if mode == "avg":
+        y_scale = y_scale / jnp.maximum(count_y, 1)[:, None]
+        x_scale = x_scale / jnp.maximum(count_x, 1)[:, None]
+    y_weight = y_weight * y_scale[:, None, :, None]
+    x_weight = x_weight * x_scale[:, None, :, None]
+
+    # Samples on the grid (R, out_h, bound_h, out_w, bound_w).
+    pooled = roi_lib.pool_samples(
+        roi_lib.channels_last(x, data_format),
+        batch,
+        y_index[:, :, :, None, None],
+        y_weight[:, :, :, None, None],
+        x_index[:, None, None],
+        x_weight[:, None, None],
+        mode,
+    )
+    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+
+
+def roi_align(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    mode: str = "avg",
+    aligned_mode: str = "asymmetric",
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Region of interest align as OpenVINO ROIAlign-3 and -9.
+
+    Box ``r`` is ``rois[r] = (x_1, y_1, x_2, y_2)`` on image ``batch_indices[r]``, in input
+    pixels.  Its corners are scaled by ``aligned_mode``:
+
+    * ``"asymmetric"``: ``x * spatial_scale``, and the box's width and height are at least 1;
+    * ``"half_pixel_for_nn"``: ``x * spatial_scale - 0.5`` (torchvision's ``roi_align`` with
+      ``aligned=True``);
+    * ``"half_pixel"``: ``(x + 0.5) * spatial_scale - 0.5``.
+
+    The box splits into ``out_h x out_w`` bins of ``bin_h = height / out_h`` by ``bin_w =
+    width / out_w``; bin ``(i, j)`` holds ``s_y x s_x`` bilinear samples at::
+
+        y = y_1 + i * bin_h + (k + 0.5) * bin_h / s_y
+        x = x_1 + j * bin_w + (l + 0.5) * bin_w / s_x
+
+    with ``s_y = s_x = sampling_ratio``, or, for ``sampling_ratio=0``, ``s_y = ceil(bin_h)`` and
+    ``s_x = ceil(bin_w)``.  Under ``jit`` that count needs a static bound: ``ceil(H / out_h)``
+    and ``ceil(W / out_w)`` samples, which is the runtime's count for every box no larger than
+    the scaled feature map (the results are then exact); a larger box has its count capped at
+    the bound, its bins sampled by that many evenly spaced points.  A sample reads the four
+    neighbouring elements with bilinear weights; one below -1 or past the map's size (``H`` or
+    ``W``) reads 0, one in ``[-1, 0)`` is clamped to 0 and one at or past the last element reads
+    that element.  ``mode="avg"`` averages the samples of a bin; a bin with no samples (a box
+    of zero or negative size in the half-pixel modes with ``sampling_ratio=0``) gives 0, where
+    the CPU plugin divides 0 by 0 and gives NaN.  ``mode="max"`` is the runtime's maximum,
+    which starts from 0: a bin whose samples are all negative gives 0.  A region whose batch
+    index lies outside ``[0, N)`` gives zeros.
+
+    Derivatives: in ``x``, the exact adjoint of the sampling (for ``"max"``, the first maximal
+    sample's, none where the result is the starting 0); in ``rois``, through the bilinear
+    weights and the sample positions (sample counts, floors and clamps carry none).  16-bit
+    inputs are sampled and summed in float32.
+
+    Args:
+      x: features ``[N, C, H, W]`` (``NCX``) or ``[N, H, W, C]`` (``NXC``), a floating dtype.
+      rois: boxes ``[R, 4]``, floating.
+      batch_indices: ``[R]`` integers, the image of each box.
+      output_size: ``out_h`` and ``out_w``, an int or a pair.
+      spatial_scale: the factor from image pixels to feature-map pixels.
+      sampling_ratio: samples per bin and axis; 0 means adaptive, ``ceil`` of the bin size.
+      mode: ``"avg"`` or ``"max"``.
+      aligned_mode: ``"asymmetric"``, ``"half_pixel_for_nn"`` or ``"half_pixel"``.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``[R, C, out_h, out_w]`` (``NCX``) or ``[R, out_h, out_w, C]`` (``NXC``), with the dtype of
+      ``x``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> rois = jnp.array([[0.0, 0.0, 4.0, 4.0]])
+      >>> jaxpool.roi_align(x, rois, jnp.array([0]), 2)[0, 0].tolist()
+      [[5.0, 6.75], [12.0, 13.75]]
+      >>> jaxpool.roi_align(x, rois, jnp.array([0]), 1, mode="max")[0, 0].tolist()
+      [[15.0]]
+    """
+    x = jnp.asarray(x)
+    rois = jnp.asarray(rois)
+    batch_indices = jnp.asarray(batch_indices)
+    roi_lib.check_features(x, data_format)
+    num_rois = roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)")
+    roi_lib.check_batch_indices(batch_indices, num_rois)
+    size = roi_lib.output_hw(output_size)
+    scale = roi_lib.static_float("spatial_scale", spatial_scale)
+    ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
+    if ratio < 0:
+        raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+    window_lib.choice("mode", mode, MODES)
+    window_lib.choice("aligned_mode", aligned_mode, ALIGNED_MODES)
+    return _roi_align(x, rois, batch_indices, size, scale, ratio, mode, aligned_mode, data_format)

@@ -1,0 +1,139 @@
+"""ROIAlignRotated-15: ROIAlign's average over the bins of rotated boxes."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpool._src import roi as roi_lib
+from jaxpool._src import window as window_lib
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("output_size", "spatial_scale", "sampling_ratio", "clockwise", "data_format"),
+)
+def _roi_align_rotated(
+    x: jax.Array,
+    rois: jax.Array,
+    batch_indices: jax.Array,
+    output_size: tuple[int, int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    clockwise: bool,
+    data_format: str,
+) -> jax.Array:
+    n, _, height, width = window_lib.to_ncx_shape(x.shape, data_format)
+    out_h, out_w = output_size
+    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
+    boxes = rois.astype(dtype)
+    center_x = boxes[:, 0] * spatial_scale - 0.5
+    center_y = boxes[:, 1] * spatial_scale - 0.5
+    roi_w = boxes[:, 2] * spatial_scale
+    roi_h = boxes[:, 3] * spatial_scale
+    angle = -boxes[:, 4] if clockwise else boxes[:, 4]
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+
+    if sampling_ratio > 0:
+        bound_h = bound_w = sampling_ratio
+    else:
+        longest = max(height, width)
+        bound_h = roi_lib.adaptive_bound(longest, out_h)
+        bound_w = roi_lib.adaptive_bound(longest, out_w)
+    # Sample positions in the box's own frame, centred on the box.
+    ys, count_y, exists_y = roi_lib.bin_samples(-roi_h / 2, roi_h, out_h, bound_h, sampling_ratio)
+    xs, count_x, exists_x = roi_lib.bin_samples(-roi_w / 2, roi_w, out_w, bound_w, sampling_ratio)
+    # The grid (R, out_h, bound_h, out_w, bound_w), rotated into the map.
+    py, px = ys[:, :, :, None, None], xs[:, None, None]
+    c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
+    sample_y = py * c - px * s + center_y[:, None, None, None, None]
+    sample_x = py * s + px * c + center_x[:, None, None, None, None]
+    y_index, y_weight = roi_lib.axis_corners(sample_y, height)
+    x_index, x_weight = roi_lib.axis_corners(sample_x, width)
+
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    y_scale = (exists_y & inside[:, None]).astype(dtype) / jnp.maximum(count_y, 1)[:, None]
+    x_scale = exists_x.astype(dtype) / jnp.maximum(count_x, 1)[:, None]
+    y_weight = y_weight * y_scale[:, None, :, None, None, None]
+    x_weight = x_weight * x_scale[:, None, None, None, :, None]
+    pooled = roi_lib.pool_samples(
+        roi_lib.channels_last(x, data_format), batch, y_index, y_weight, x_index, x_weight, "avg"
+    )
+    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+
+
+def roi_align_rotated(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    clockwise: bool = False,
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Rotated region of interest align as OpenVINO ROIAlignRotated-15.
+
+    Box ``r`` is ``rois[r] = (center_x, center_y, width, height, angle)`` on image
+    ``batch_indices[r]``, in input pixels and radians.  The centre is scaled as
+    ``c * spatial_scale - 0.5`` and the sizes as ``s * spatial_scale`` (no lower bound).  The box
+    splits into ``out_h x out_w`` bins, sampled in the box's own frame exactly as
+    :func:`roi_align` samples an upright box starting at ``(-width / 2, -height / 2)``; each
+    sample ``(p_x, p_y)`` is then rotated by ``angle`` (counter-clockwise on the image for
+    ``clockwise=False``, by ``-angle`` for ``clockwise=True``) about the centre::
+
+        y = p_y * cos(angle) - p_x * sin(angle) + center_y
+        x = p_y * sin(angle) + p_x * cos(angle) + center_x
+
+    read by bilinear interpolation with ROIAlign's border rules, and averaged over the bin.
+    With ``sampling_ratio=0`` a bin holds ``ceil(bin size)`` samples per axis; under ``jit`` the
+    count is capped at ``ceil(max(H, W) / out_h)`` (and ``/ out_w``), exact for every box whose
+    scaled sides are at most the map's longer side.  A region whose batch index lies outside
+    ``[0, N)`` gives zeros.
+
+    Derivatives: in ``x``, the exact adjoint of the sampling; in ``rois`` (centre, sizes and
+    angle), through the sample positions and the bilinear weights.  16-bit inputs are sampled
+    and summed in float32.
+
+    Args:
+      x: features ``[N, C, H, W]`` (``NCX``) or ``[N, H, W, C]`` (``NXC``), a floating dtype.
+      rois: ``[R, 5]``, floating: ``(center_x, center_y, width, height, angle)``.
+      batch_indices: ``[R]`` integers, the image of each box.
+      output_size: ``out_h`` and ``out_w``, an int or a pair.
+      spatial_scale: the factor from image pixels to feature-map pixels.
+      sampling_ratio: samples per bin and axis; 0 means adaptive, ``ceil`` of the bin size.
+      clockwise: rotate by ``-angle`` instead of ``angle``.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``[R, C, out_h, out_w]`` (``NCX``) or ``[R, out_h, out_w, C]`` (``NXC``), with the dtype of
+      ``x``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> rois = jnp.array([[2.0, 2.0, 2.0, 2.0, jnp.pi / 2]])
+      >>> jaxpool.roi_align_rotated(x, rois, jnp.array([0]), 2)[0, 0].round(4).tolist()
+      [[9.0, 5.0], [10.0, 6.0]]
+    """
+    x = jnp.asarray(x)
+    rois = jnp.asarray(rois)
+    batch_indices = jnp.asarray(batch_indices)
+    roi_lib.check_features(x, data_format)
+    num_rois = roi_lib.check_rois(rois, 5, "(center_x, center_y, width, height, angle)")
+    roi_lib.check_batch_indices(batch_indices, num_rois)
+    size = roi_lib.output_hw(output_size)
+    scale = roi_lib.static_float("spatial_scale", spatial_scale)
+    ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
+    if ratio < 0:
+        raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+    if not isinstance(clockwise, (bool, np.bool_)):
+        raise TypeError(f"`clockwise` must be a bool, got {clockwise!r}.")
+    return _roi_align_rotated(
+        x, rois, batch_indices, size, scale, ratio, bool(clockwise), data_format
+    )

@@ -1,0 +1,187 @@
+"""ROIPooling-2: the maximum over integer bins, or one bilinear sample per bin."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpool._src import roi as roi_lib
+from jaxpool._src import window as window_lib
+
+METHODS = ("max", "bilinear")
+
+
+def _round_half_away(v: jax.Array) -> jax.Array:
+    """``std::round``: halves away from zero (``jnp.round`` rounds them to even)."""
+    return jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5)
+
+
+def _max_bins(
+    xt: jax.Array,
+    batch: jax.Array,
+    inside: jax.Array,
+    starts: tuple[jax.Array, jax.Array],
+    ends: tuple[jax.Array, jax.Array],
+    length: tuple[int, int],
+    output_size: tuple[int, int],
+) -> jax.Array:
+    """The maximum over the integer bins of each box, 0 for an empty bin: ``(R, oh, ow, C)``.
+
+    Box ``r`` starts at element ``starts[a][r]`` and spans ``ends[a][r] - starts[a][r] + 1``
+    elements (at least 1) along axis ``a``; bin ``i`` of ``out`` covers ``[floor(i * s),
+    ceil((i + 1) * s))`` of it (``s`` the box size over ``out``), clipped to the map.
+    """
+    index, valid = [], []
+    for a in range(2):
+        out, size = output_size[a], length[a]
+        bound = roi_lib.bin_bound(size, out)
+        span = jnp.maximum(ends[a] - starts[a] + 1, 1).astype(np.float32)
+        bin_size = roi_lib.divide(span, out)
+        i = np.arange(out, dtype=np.float32)
+        lo = jnp.floor(roi_lib.product(i, bin_size[:, None])).astype(np.int32) + starts[a][:, None]
+        hi = (
+            jnp.ceil(roi_lib.product(i + 1, bin_size[:, None])).astype(np.int32)
+            + starts[a][:, None]
+        )
+        lo, hi = jnp.clip(lo, 0, size), jnp.clip(hi, 0, size)
+        k = lo[:, :, None] + np.arange(bound, dtype=np.int32)[None, None, :]  # (R, out, bound)
+        valid.append(k < hi[:, :, None])
+        index.append(jnp.minimum(k, size - 1))
+    # Elements on the grid (R, oh, bound_h, ow, bound_w, C).
+    values = roi_lib.read(
+        xt,
+        batch[:, None, None, None, None],
+        index[0][:, :, :, None, None],
+        index[1][:, None, None],
+    )
+    mask = (
+        valid[0][:, :, :, None, None] & valid[1][:, None, None] & inside[:, None, None, None, None]
+    )
+    r, c = values.shape[0], values.shape[-1]
+    low = jnp.asarray(-jnp.inf, values.dtype)
+    values = jnp.where(mask[..., None], values, low)
+    grid = values.transpose(0, 1, 3, 5, 2, 4).reshape(r, *output_size, c, -1)
+    where = jnp.argmax(jax.lax.stop_gradient(grid), axis=-1, keepdims=True)
+    best = jnp.take_along_axis(grid, where, axis=-1).squeeze(-1)
+    empty = ~mask.any((2, 4))[..., None]
+    return jnp.where(empty, jnp.zeros_like(best), best)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("output_size", "spatial_scale", "method", "data_format")
+)
+def _roi_pool(
+    x: jax.Array,
+    rois: jax.Array,
+    output_size: tuple[int, int],
+    spatial_scale: float,
+    method: str,
+    data_format: str,
+) -> jax.Array:
+    n, _, height, width = window_lib.to_ncx_shape(x.shape, data_format)
+    out_h, out_w = output_size
+    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
+    boxes = rois.astype(dtype)
+    batch, inside = roi_lib.batch_or_zero(jnp.trunc(boxes[:, 0]), n)
+    xt = roi_lib.channels_last(x, data_format)
+    if method == "max":
+        x1, y1, x2, y2 = (
+            jax.lax.stop_gradient(_round_half_away(boxes[:, i] * spatial_scale)).astype(np.int32)
+            for i in range(1, 5)
+        )
+        pooled = _max_bins(xt, batch, inside, (y1, x1), (y2, x2), (height, width), output_size)
+    else:
+        corners = []
+        for start, end, out, size in (
+            (boxes[:, 2], boxes[:, 4], out_h, height),
+            (boxes[:, 1], boxes[:, 3], out_w, width),
+        ):
+            if out > 1:
+                step = roi_lib.divide((end - start) * (size - 1), out - 1)
+                i = np.arange(out, dtype=dtype)
+                v = roi_lib.product(i, step[:, None]) + roi_lib.product(start, size - 1)[:, None]
+                # The runtime places the last sample at the box's end, not at a rounded sum.
+                v = v.at[:, -1].set(end * (size - 1))
+            else:
+                v = (0.5 * (start + end) * (size - 1))[:, None]
+            ok = (v >= 0) & (v <= size - 1)
+            index, weight = roi_lib.axis_corners(v, size)
+            corners.append((index, weight * ok[..., None].astype(dtype)))
+        (y_index, y_weight), (x_index, x_weight) = corners
+        y_weight = y_weight * inside[:, None, None].astype(dtype)
+        pooled = roi_lib.bilinear_samples(
+            xt,
+            (batch[:, None, None],),
+            y_index[:, :, None],
+            y_weight[:, :, None],
+            x_index[:, None],
+            x_weight[:, None],
+        )
+    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+
+
+def roi_pool(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    method: str = "max",
+    data_format: str = "NCX",
+) -> jax.Array:
+    """Region of interest pooling as OpenVINO ROIPooling-2.
+
+    Box ``r`` is ``rois[r] = (batch_index, x_1, y_1, x_2, y_2)``; the batch index is truncated
+    to an integer, and one outside ``[0, N)`` gives zeros for that box.
+
+    ``method="max"``: the corners are scaled by ``spatial_scale`` and rounded to the nearest
+    element (halves away from zero); the box spans ``h = max(y_2 - y_1 + 1, 1)`` rows (and
+    likewise columns), and bin ``i`` of ``out_h`` covers rows ``y_1 + [floor(i * h / out_h),
+    ceil((i + 1) * h / out_h))``, clipped to the map.  A bin's output is the maximum over its
+    elements, or 0 where the bin holds none (the runtime's rule).  Under ``jit`` a bin reads at
+    most ``ceil((H + 1) / out_h) + 1`` rows (and the same for columns), which holds every bin of
+    a box no larger than the map plus one element; a bin of a larger box is the maximum over
+    its first rows and columns up to that bound.
+
+    ``method="bilinear"``: the corners are normalised to ``[0, 1]`` (``spatial_scale`` is not
+    used) and bin ``i`` is one bilinear sample at ``y_1 * (H - 1) + i * (y_2 - y_1) * (H - 1) /
+    (out_h - 1)`` (the last at ``y_2 * (H - 1)``; the box's centre when ``out_h == 1``); a sample
+    outside ``[0, H - 1] x [0, W - 1]`` gives 0.
+
+    Derivatives: in ``x``, through the maximal element (the first in row-major order of its
+    bin) or the bilinear weights; in ``rois``, through the bilinear weights (``"bilinear"``
+    only; ``"max"`` is piecewise constant in the boxes).  16-bit inputs interpolate in float32.
+
+    Args:
+      x: features ``[N, C, H, W]`` (``NCX``) or ``[N, H, W, C]`` (``NXC``), a floating dtype.
+      rois: ``[R, 5]``, floating: ``(batch_index, x_1, y_1, x_2, y_2)``.
+      output_size: ``out_h`` and ``out_w``, an int or a pair.
+      spatial_scale: the factor from image pixels to feature-map pixels (``"max"`` only).
+      method: ``"max"`` or ``"bilinear"``.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``[R, C, out_h, out_w]`` (``NCX``) or ``[R, out_h, out_w, C]`` (``NXC``), with the dtype of
+      ``x``.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> jaxpool.roi_pool(x, jnp.array([[0.0, 0.0, 0.0, 3.0, 3.0]]), 2)[0, 0].tolist()
+      [[5.0, 7.0], [13.0, 15.0]]
+      >>> rois = jnp.array([[0.0, 0.0, 0.0, 1.0, 1.0]])
+      >>> jaxpool.roi_pool(x, rois, 2, method="bilinear")[0, 0].tolist()
+      [[0.0, 3.0], [12.0, 15.0]]
+    """
+    x = jnp.asarray(x)
+    rois = jnp.asarray(rois)
+    roi_lib.check_features(x, data_format)
+    roi_lib.check_rois(rois, 5, "(batch_index, x_1, y_1, x_2, y_2)")
+    size = roi_lib.output_hw(output_size)
+    scale = roi_lib.static_float("spatial_scale", spatial_scale)
+    window_lib.choice("method", method, METHODS)
+    return _roi_pool(x, rois, size, scale, method, data_format)
