@@ -1,4 +1,5 @@
-"""jaxpool: the OpenVINO pooling operators in JAX, exact and differentiable."""
+"""jaxpool: pooling operators for JAX (OpenVINO's and ONNX's pools and the ROI family), exact
+and differentiable."""
 
 from jaxpool import openvino as openvino
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool as adaptive_avg_pool

@@ -2,8 +2,10 @@
 
 This module only turns IR text into arguments: it parses a ``<layer>`` element (or a type name
 and its ``<data>`` attributes) with the standard library and binds them to
-:func:`jaxpool.max_pool`, :func:`jaxpool.avg_pool`, :func:`jaxpool.adaptive_max_pool` or
-:func:`jaxpool.adaptive_avg_pool`.  It does not import the OpenVINO runtime.
+:func:`jaxpool.max_pool`, :func:`jaxpool.avg_pool`, :func:`jaxpool.adaptive_max_pool`,
+:func:`jaxpool.adaptive_avg_pool`, :func:`jaxpool.roi_pool`, :func:`jaxpool.roi_align`,
+:func:`jaxpool.roi_align_rotated` or :func:`jaxpool.psroi_pool`.  It does not import the
+OpenVINO runtime.
 
 Attribute strings are read as the runtime reads them: integer lists are comma separated
 (``"2, 2"`` as ``openvino.save_model`` writes them, or ``"2,2"``); ``rounding_type``,

@@ -96,12 +96,14 @@ class Layer:
 
     Call it with the layer's inputs, in the IR's NCX layout: ``layer(x)`` for MaxPool and
     AvgPool, ``layer(x, output_size)`` for the adaptive pools, where ``output_size`` is a
-    concrete array or sequence (it decides the output shape).  It returns one array, or
+    concrete array or sequence (it decides the output shape), ``layer(x, rois)`` for
+    ROIPooling and PSROIPooling, ``layer(x, rois, batch_indices)`` for ROIAlign and
+    ROIAlignRotated.  It returns one array, or
     ``(values, indices)`` for MaxPool-8/-14 and AdaptiveMaxPool-8.
 
     Attributes:
       type: the IR type name, e.g. ``"MaxPool"``.
-      version: the operation version (1, 8 or 14), e.g. ``8`` for MaxPool-8.
+      version: the operation version, e.g. ``8`` for MaxPool-8.
       function: the name of the jaxpool function, e.g. ``"max_pool"``.
       arguments: the keyword arguments passed to it, as ``(name, value)`` pairs.
     """
@@ -184,7 +186,8 @@ def layer(
 
     Args:
       xml_or_type: ``<layer>`` XML text (or element), or a type name: ``"MaxPool"``,
-        ``"AvgPool"``, ``"AdaptiveMaxPool"``, ``"AdaptiveAvgPool"``, optionally with
+        ``"AvgPool"``, ``"AdaptiveMaxPool"``, ``"AdaptiveAvgPool"``, ``"ROIPooling"``,
+        ``"ROIAlign"``, ``"ROIAlignRotated"``, ``"PSROIPooling"``, optionally with
         ``-<version>`` (``"MaxPool-8"``).
       attrs: with a type name, the ``<data>`` attributes as IR strings, e.g.
         ``{"kernel": "2, 2", "strides": "2,2", "exclude-pad": "true"}``.  Must be ``None``
