@@ -46,48 +46,110 @@ def _per_axis(value, nd, default):
     return list(value)
 
 
-def _max_pool_node(param, *, opset, kernel, strides, pads_begin, pads_end, dilations,
-                   rounding_type, auto_pad, index_element_type, axis):
-    args = dict(strides=list(strides), pads_begin=list(pads_begin), pads_end=list(pads_end),
-                kernel_shape=list(kernel), rounding_type=rounding_type, auto_pad=auto_pad)
+def _max_pool_node(
+    param,
+    *,
+    opset,
+    kernel,
+    strides,
+    pads_begin,
+    pads_end,
+    dilations,
+    rounding_type,
+    auto_pad,
+    index_element_type,
+    axis,
+):
+    args = dict(
+        strides=list(strides),
+        pads_begin=list(pads_begin),
+        pads_end=list(pads_end),
+        kernel_shape=list(kernel),
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+    )
     if opset == 1:
         return opset1.max_pool(param, **args)
-    return _OPSETS[opset].max_pool(param, dilations=list(dilations),
-                                   index_element_type=index_element_type, axis=axis, **args)
+    return _OPSETS[opset].max_pool(
+        param, dilations=list(dilations), index_element_type=index_element_type, axis=axis, **args
+    )
 
 
-def max_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, dilations=None,
-             rounding_type="floor", auto_pad="explicit", opset=8, index_element_type="i64",
-             axis=0):
+def max_pool(
+    x,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    *,
+    dilations=None,
+    rounding_type="floor",
+    auto_pad="explicit",
+    opset=8,
+    index_element_type="i64",
+    axis=0,
+):
     """OpenVINO MaxPool-``opset`` on NCX ``x``: ``(y, indices)`` (``(y,)`` for opset 1)."""
     nd = x.ndim - 2
     kernel = _per_axis(kernel, nd, None)
     return _run(
-        _max_pool_node, np.ascontiguousarray(x), opset=opset, kernel=tuple(kernel),
+        _max_pool_node,
+        np.ascontiguousarray(x),
+        opset=opset,
+        kernel=tuple(kernel),
         strides=tuple(_per_axis(strides, nd, None) if strides is not None else kernel),
-        pads_begin=tuple(_per_axis(pads_begin, nd, 0)), pads_end=tuple(_per_axis(pads_end, nd, 0)),
-        dilations=tuple(_per_axis(dilations, nd, 1)), rounding_type=rounding_type,
-        auto_pad=auto_pad, index_element_type=index_element_type, axis=axis)
+        pads_begin=tuple(_per_axis(pads_begin, nd, 0)),
+        pads_end=tuple(_per_axis(pads_end, nd, 0)),
+        dilations=tuple(_per_axis(dilations, nd, 1)),
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+        index_element_type=index_element_type,
+        axis=axis,
+    )
 
 
-def _avg_pool_node(param, *, opset, kernel, strides, pads_begin, pads_end, exclude_pad,
-                   rounding_type, auto_pad):
-    return _OPSETS[opset].avg_pool(param, strides=list(strides), pads_begin=list(pads_begin),
-                                   pads_end=list(pads_end), kernel_shape=list(kernel),
-                                   exclude_pad=exclude_pad, rounding_type=rounding_type,
-                                   auto_pad=auto_pad)
+def _avg_pool_node(
+    param, *, opset, kernel, strides, pads_begin, pads_end, exclude_pad, rounding_type, auto_pad
+):
+    return _OPSETS[opset].avg_pool(
+        param,
+        strides=list(strides),
+        pads_begin=list(pads_begin),
+        pads_end=list(pads_end),
+        kernel_shape=list(kernel),
+        exclude_pad=exclude_pad,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+    )
 
 
-def avg_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude_pad=False,
-             rounding_type="floor", auto_pad="explicit", opset=14):
+def avg_pool(
+    x,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    *,
+    exclude_pad=False,
+    rounding_type="floor",
+    auto_pad="explicit",
+    opset=14,
+):
     """OpenVINO AvgPool-``opset`` (1 or 14) on NCX ``x``."""
     nd = x.ndim - 2
     kernel = _per_axis(kernel, nd, None)
     return _run(
-        _avg_pool_node, np.ascontiguousarray(x), opset=opset, kernel=tuple(kernel),
+        _avg_pool_node,
+        np.ascontiguousarray(x),
+        opset=opset,
+        kernel=tuple(kernel),
         strides=tuple(_per_axis(strides, nd, None) if strides is not None else kernel),
-        pads_begin=tuple(_per_axis(pads_begin, nd, 0)), pads_end=tuple(_per_axis(pads_end, nd, 0)),
-        exclude_pad=bool(exclude_pad), rounding_type=rounding_type, auto_pad=auto_pad)[0]
+        pads_begin=tuple(_per_axis(pads_begin, nd, 0)),
+        pads_end=tuple(_per_axis(pads_end, nd, 0)),
+        exclude_pad=bool(exclude_pad),
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+    )[0]
 
 
 def _adaptive_node(param, *, kind, output_size, index_element_type):
@@ -102,14 +164,24 @@ def adaptive_max_pool(x, output_size, *, index_element_type="i32"):
 
     The CPU plugin compiles it with i32 indices only.
     """
-    return _run(_adaptive_node, np.ascontiguousarray(x), kind="max",
-                output_size=tuple(output_size), index_element_type=index_element_type)
+    return _run(
+        _adaptive_node,
+        np.ascontiguousarray(x),
+        kind="max",
+        output_size=tuple(output_size),
+        index_element_type=index_element_type,
+    )
 
 
 def adaptive_avg_pool(x, output_size):
     """OpenVINO AdaptiveAvgPool-8 on NCX ``x``."""
-    return _run(_adaptive_node, np.ascontiguousarray(x), kind="avg",
-                output_size=tuple(output_size), index_element_type="i32")[0]
+    return _run(
+        _adaptive_node,
+        np.ascontiguousarray(x),
+        kind="avg",
+        output_size=tuple(output_size),
+        index_element_type="i32",
+    )[0]
 
 
 def to_nxc(a: np.ndarray) -> np.ndarray:

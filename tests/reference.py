@@ -7,6 +7,9 @@ computed in float64 (integers in int64) and cast back to the input dtype at the 
 
 Attributes are checked only as far as the shape rules need: :class:`Invalid` is raised for a
 configuration whose dilated kernel exceeds the padded input.
+
+Windows and adaptive bins are computed here, from the specification's formulas; nothing here
+imports jaxpool, so that the tests never check the library against itself.
 """
 
 from __future__ import annotations
@@ -43,8 +46,16 @@ def _per_axis(value, nd, default):
     return tuple(int(v) for v in value)
 
 
-def sliding_geometry(in_spatial, kernel, strides=None, pads_begin=None, pads_end=None,
-                     dilations=None, rounding_type="floor", auto_pad="explicit"):
+def sliding_geometry(
+    in_spatial,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    dilations=None,
+    rounding_type="floor",
+    auto_pad="explicit",
+):
     """``(kernel, strides, dilations, pads_begin, pads_end, out_spatial)`` after every rule."""
     nd = len(in_spatial)
     kernel = _per_axis(kernel, nd, None)
@@ -83,8 +94,10 @@ def _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial):
     """Spatial coordinates of the input elements of window ``o``, in row-major kernel order."""
     positions = []
     for k in itertools.product(*(range(n) for n in kernel)):
-        p = tuple(oi * s + ki * d - pb
-                  for oi, ki, s, d, pb in zip(o, k, strides, dilations, pads_begin, strict=False))
+        p = tuple(
+            oi * s + ki * d - pb
+            for oi, ki, s, d, pb in zip(o, k, strides, dilations, pads_begin, strict=False)
+        )
         if all(0 <= pi < length for pi, length in zip(p, in_spatial, strict=False)):
             positions.append(p)
     return positions
@@ -119,39 +132,55 @@ def _index(n_c_spatial, ncx_shape, axis):
 
 
 def _max_over(x, out_spatial, window_of, axis):
-    """Max pooling given ``window_of(o)``, the list of input coordinates of window ``o``."""
+    """Max pooling given ``window_of(o)``, the list of input coordinates of window ``o``.
+
+    The maximum is compared in a wide type and taken from ``x`` itself, so that it keeps its
+    bits (the sign of a zero, the payload of a NaN)."""
     batch, channels, *in_spatial = x.shape
-    planes = _wide(x).reshape(batch, channels, -1)
-    y = np.full((batch, channels, *out_spatial), _lowest(x.dtype), np.float64)
-    if np.issubdtype(x.dtype, np.integer):
-        y = y.astype(np.int64)
+    planes = x.reshape(batch, channels, -1)
+    wide = _wide(planes)
+    y = np.full((batch, channels, *out_spatial), _lowest(x.dtype), x.dtype)
     where = np.zeros((batch, channels, *out_spatial), np.int64)
     for o in itertools.product(*(range(n) for n in out_spatial)):
         flat = _flat(window_of(o), in_spatial)
         if flat.size == 0:
             continue  # no input element: padding value, index of the plane's first element
-        values = planes[:, :, flat]
+        first = _argmax_first(wide[:, :, flat])
         y[(slice(None), slice(None), *o)] = np.take_along_axis(
-            values, _argmax_first(values)[..., None], -1)[..., 0]
-        where[(slice(None), slice(None), *o)] = flat[_argmax_first(values)]
+            planes[:, :, flat], first[..., None], -1
+        )[..., 0]
+        where[(slice(None), slice(None), *o)] = flat[first]
     n = np.arange(batch).reshape(-1, 1, *([1] * len(out_spatial)))
     c = np.arange(channels).reshape(1, -1, *([1] * len(out_spatial)))
     indices = _index((n, c, where), x.shape, axis)
-    return y.astype(x.dtype), indices
+    return y, indices
 
 
-def max_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, dilations=None,
-             rounding_type="floor", auto_pad="explicit", axis=0):
+def max_pool(
+    x,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    *,
+    dilations=None,
+    rounding_type="floor",
+    auto_pad="explicit",
+    axis=0,
+):
     """MaxPool on NCX ``x``: ``(y, indices)`` with int64 indices counted from ``axis``."""
     x = np.asarray(x)
     in_spatial = x.shape[2:]
     kernel, strides, dilations, pads_begin, _, out_spatial = sliding_geometry(
-        in_spatial, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad)
+        in_spatial, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
+    )
     axis %= x.ndim
     return _max_over(
-        x, out_spatial,
+        x,
+        out_spatial,
         lambda o: _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial),
-        axis)
+        axis,
+    )
 
 
 def _round_like(values, dtype):
@@ -160,8 +189,17 @@ def _round_like(values, dtype):
     return values.astype(dtype)
 
 
-def avg_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude_pad=False,
-             rounding_type="floor", auto_pad="explicit"):
+def avg_pool(
+    x,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    *,
+    exclude_pad=False,
+    rounding_type="floor",
+    auto_pad="explicit",
+):
     """AvgPool on NCX ``x`` with the OpenVINO divisor.
 
     ``exclude_pad=True``: the number of input elements of the window (an empty window gives 0).
@@ -171,13 +209,15 @@ def avg_pool(x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude
     x = np.asarray(x)
     batch, channels, *in_spatial = x.shape
     kernel, strides, dilations, pads_begin, pads_end, out_spatial = sliding_geometry(
-        in_spatial, kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad)
+        in_spatial, kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
+    )
     padded = any(pads_begin) or any(pads_end)
     planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
     y = np.zeros((batch, channels, *out_spatial), np.float64)
     for o in itertools.product(*(range(n) for n in out_spatial)):
-        flat = _flat(_window_positions(o, kernel, strides, dilations, pads_begin, in_spatial),
-                     in_spatial)
+        flat = _flat(
+            _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial), in_spatial
+        )
         if exclude_pad or not padded:
             divisor = flat.size
         else:
@@ -197,8 +237,9 @@ def adaptive_bins(length, out):
 def _output_size(in_spatial, output_size):
     if np.ndim(output_size) == 0:
         output_size = (output_size,) * len(in_spatial)
-    return tuple(length if o is None else int(o)
-                 for length, o in zip(in_spatial, output_size, strict=True))
+    return tuple(
+        length if o is None else int(o) for length, o in zip(in_spatial, output_size, strict=True)
+    )
 
 
 def _bin_positions(o, bins):

@@ -94,27 +94,6 @@ def test_adaptive_bins_are_pytorchs_not_equinoxs():
     np.testing.assert_array_equal(eqx.nn.AdaptiveMaxPool1d(4)(x), [[2, 5, 7, 9]])
 
 
-@pytest.mark.parametrize(
-    "build, error, match",
-    [
-        (lambda: peqx.MaxPool(2, num_spatial_dims=4), ValueError, r"`num_spatial_dims` \(=4\)"),
-        (lambda: peqx.MaxPool((2, 2, 2), num_spatial_dims=2), ValueError, r"`kernel`"),
-        (lambda: peqx.AvgPool(2, -1, num_spatial_dims=1), ValueError, r"`strides` \(=-1\)"),
-        (
-            lambda: peqx.MaxPool(2, num_spatial_dims=1, rounding_type="up"),
-            ValueError,
-            r"`rounding_type` \(='up'\)",
-        ),
-        (lambda: peqx.AdaptiveAvgPool(0, num_spatial_dims=2), ValueError, r"`output_size`"),
-        (lambda: peqx.MaxPool(2, num_spatial_dims=2)(X), ValueError, r"`x` must be unbatched"),
-        (lambda: peqx.MaxPool(2), TypeError, r"num_spatial_dims"),
-    ],
-)
-def test_bad_configuration(build, error, match):
-    with pytest.raises(error, match=match):
-        build()
-
-
 def test_example_trains(capsys):
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "eqx_classifier.py"
     spec = importlib.util.spec_from_file_location("example_eqx_classifier", path)

@@ -35,7 +35,8 @@ def test_quickstart(tmp_path, capsys):
     unpooled = np.asarray(out["unpooled"])
     assert np.count_nonzero(unpooled) <= coarse.size
     np.testing.assert_array_equal(
-        jaxpool.adaptive_max_pool(unpooled, coarse.shape[1:3], data_format="NXC"), coarse)
+        jaxpool.adaptive_max_pool(unpooled, coarse.shape[1:3], data_format="NXC"), coarse
+    )
     printed = capsys.readouterr().out
     assert "adaptive_max_pool" in printed and "max_unpool" in printed
 

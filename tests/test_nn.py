@@ -19,24 +19,62 @@ X = np.random.default_rng(0).standard_normal((2, 7, 6, 3)).astype(np.float32)  #
 # (module kwargs, function, function kwargs); the module adds data_format="NXC".
 CASES = [
     ("MaxPool", dict(kernel=2), jaxpool.max_pool, dict(kernel=2)),
-    ("MaxPool", dict(kernel=[3, 2], strides=[2, 1], pads_begin=[1, 0], pads_end=[1, 1],
-                     dilations=[1, 2], rounding_type="ceil_torch", return_indices=True,
-                     index_element_type="i32", axis=2),
-     jaxpool.max_pool, dict(kernel=(3, 2), strides=(2, 1), pads_begin=(1, 0), pads_end=(1, 1),
-                            dilations=(1, 2), rounding_type="ceil_torch", return_indices=True,
-                            index_element_type="i32", axis=2)),
-    ("MaxPool", dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True),
-     jaxpool.max_pool, dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True)),
-    ("AvgPool", dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
-                     rounding_type="ceil"),
-     jaxpool.avg_pool, dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
-                            rounding_type="ceil")),
-    ("AvgPool", dict(kernel=2, auto_pad="same_upper"), jaxpool.avg_pool,
-     dict(kernel=2, auto_pad="same_upper")),
-    ("AdaptiveMaxPool", dict(output_size=[3, None], return_indices=True),
-     jaxpool.adaptive_max_pool, dict(output_size=(3, None), return_indices=True)),
-    ("AdaptiveAvgPool", dict(output_size=(4, 5)), jaxpool.adaptive_avg_pool,
-     dict(output_size=(4, 5))),
+    (
+        "MaxPool",
+        dict(
+            kernel=[3, 2],
+            strides=[2, 1],
+            pads_begin=[1, 0],
+            pads_end=[1, 1],
+            dilations=[1, 2],
+            rounding_type="ceil_torch",
+            return_indices=True,
+            index_element_type="i32",
+            axis=2,
+        ),
+        jaxpool.max_pool,
+        dict(
+            kernel=(3, 2),
+            strides=(2, 1),
+            pads_begin=(1, 0),
+            pads_end=(1, 1),
+            dilations=(1, 2),
+            rounding_type="ceil_torch",
+            return_indices=True,
+            index_element_type="i32",
+            axis=2,
+        ),
+    ),
+    (
+        "MaxPool",
+        dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True),
+        jaxpool.max_pool,
+        dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True),
+    ),
+    (
+        "AvgPool",
+        dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True, rounding_type="ceil"),
+        jaxpool.avg_pool,
+        dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True, rounding_type="ceil"),
+    ),
+    (
+        "AvgPool",
+        dict(kernel=2, auto_pad="same_upper"),
+        jaxpool.avg_pool,
+        dict(kernel=2, auto_pad="same_upper"),
+    ),
+    (
+        "AdaptiveMaxPool",
+        dict(output_size=[3, None], return_indices=True),
+        jaxpool.adaptive_max_pool,
+        dict(output_size=(3, None), return_indices=True),
+    ),
+    (
+        "AdaptiveAvgPool",
+        dict(output_size=(4, 5)),
+        jaxpool.adaptive_avg_pool,
+        dict(output_size=(4, 5)),
+    ),
 ]
 
 
@@ -63,8 +101,11 @@ def test_import_jaxpool_does_not_import_flax_or_the_runtime():
         "jaxpool.openvino.layer('MaxPool-1', {'kernel': '2', 'strides': '1'})\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('flax', 'openvino', 'optax')]\n"
         "assert not bad, bad\n"
-        "import jaxpool.nn\n"
-        "assert 'flax' in sys.modules\n")
+        "import jaxpool.nn.eqx\n"
+        "assert 'flax' not in sys.modules  # Equinox layers need no Flax\n"
+        "jaxpool.nn.MaxPool\n"
+        "assert 'flax' in sys.modules\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -74,8 +115,10 @@ def test_modules_match_functions(name, module_kwargs, fn, fn_kwargs):
     want = call_function(fn, fn_kwargs, X, "NXC")
     # NXC is the modules' default, and the same data in NCX gives the same result.
     ncx = call_function(fn, fn_kwargs, np.moveaxis(X, -1, 1), "NCX")
-    assert_equal_outputs(tuple(np.moveaxis(np.asarray(o), 1, -1) for o in as_tuple(ncx)),
-                         tuple(np.asarray(o) for o in as_tuple(want)))
+    assert_equal_outputs(
+        tuple(np.moveaxis(np.asarray(o), 1, -1) for o in as_tuple(ncx)),
+        tuple(np.asarray(o) for o in as_tuple(want)),
+    )
 
     module = getattr(pnn, name)(**module_kwargs)
     assert_equal_outputs(module(X), want)
@@ -98,18 +141,11 @@ def test_max_unpool_modules(axis):
 
 def test_channels_first_modules():
     x = np.moveaxis(X, -1, 1)
-    np.testing.assert_array_equal(
-        pnn.AvgPool(2, data_format="NCX")(x), jaxpool.avg_pool(x, 2))
+    np.testing.assert_array_equal(pnn.AvgPool(2, data_format="NCX")(x), jaxpool.avg_pool(x, 2))
     np.testing.assert_array_equal(
         pnn.linen.AdaptiveMaxPool(2, data_format="NCX").apply({}, x),
-        jaxpool.adaptive_max_pool(x, 2))
-
-
-def test_module_errors_come_from_the_functions():
-    with pytest.raises(ValueError, match=r"`rounding_type` \(='round'\)"):
-        pnn.MaxPool(2, rounding_type="round")(X)
-    with pytest.raises(ValueError, match=r"`data_format` \(='NHWC'\)"):
-        pnn.linen.AvgPool(2, data_format="NHWC").apply({}, X)
+        jaxpool.adaptive_max_pool(x, 2),
+    )
 
 
 def blobs(seed, n=32, size=8):
@@ -121,7 +157,7 @@ def blobs(seed, n=32, size=8):
     col = (label % 2) * half + rng.integers(0, half - 1, n)
     x = 0.1 * rng.standard_normal((n, size, size, 1)).astype(np.float32)
     for k in range(n):
-        x[k, row[k]:row[k] + 2, col[k]:col[k] + 2] += 1
+        x[k, row[k] : row[k] + 2, col[k] : col[k] + 2] += 1
     return x, label.astype(np.int32)
 
 

@@ -30,9 +30,11 @@ def test_notebook_runs_and_draws(name, tmp_path, python3_kernel):
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     assert code_cells
     assert all(not c.outputs and c.execution_count is None for c in code_cells), (
-        "store the notebook without outputs")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+        "store the notebook without outputs"
+    )
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     outputs = [o for c in code_cells for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

@@ -322,59 +322,6 @@ def test_gradients_flow_through_a_node(x64):
     assert g.shape == x.shape and bool(jnp.all(jnp.isfinite(g)))
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "match"),
-    [
-        (lambda: helper.make_node("Conv", ["x"], ["y"]), ValueError, "op_type 'Conv'"),
-        (
-            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], domain="custom"),
-            ValueError,
-            "domain 'custom'",
-        ),
-        (
-            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], p=2),
-            ValueError,
-            "`p` is not an attribute of MaxPool",
-        ),
-        (
-            lambda: helper.make_node("LpPool", ["x"], ["y"]),
-            ValueError,
-            "`kernel_shape` is a required",
-        ),
-        (
-            lambda: helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], pads=[1]),
-            ValueError,
-            r"`pads` \(=\[1\]\)",
-        ),
-        (
-            lambda: helper.make_node(
-                "AveragePool", ["x"], ["y"], kernel_shape=[2], auto_pad="SAME"
-            ),
-            ValueError,
-            r"`auto_pad` \(='SAME'\)",
-        ),
-        (
-            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], ceil_mode=2),
-            ValueError,
-            r"`ceil_mode` \(=2\)",
-        ),
-        (
-            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], storage_order=3),
-            ValueError,
-            r"`storage_order` \(=3\)",
-        ),
-        (
-            lambda: helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=2.0),
-            ValueError,
-            "`kernel_shape` of MaxPool must be ints",
-        ),
-    ],
-)
-def test_errors(make, error, match):
-    with pytest.raises(error, match=match):
-        jaxpool.onnx.node(make())
-
-
 def test_unknown_index_element_type():
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])
     with pytest.raises(ValueError, match=r"`index_element_type` \(='u8'\)"):

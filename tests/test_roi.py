@@ -638,48 +638,6 @@ def test_batch_index_outside_gives_zeros():
     assert np.all(got[:3] == 0) and np.all(got[3] > 0)
 
 
-X = np.zeros((2, 8, 6, 6), np.float32)
-R4 = np.zeros((3, 4), np.float32)
-R5 = np.zeros((3, 5), np.float32)
-B = np.zeros(3, np.int32)
-
-BAD = [
-    (lambda: jaxpool.roi_align(X, R5, B, 2), ValueError, r"`rois` \(shape \(3, 5\)\)"),
-    (lambda: jaxpool.roi_align(X, R4, B[:2], 2), ValueError, r"`batch_indices` \(shape \(2,\)\)"),
-    (lambda: jaxpool.roi_align(X, R4, B.astype(np.float32), 2), TypeError, "`batch_indices`"),
-    (lambda: jaxpool.roi_align(X, R4.astype(np.int32), B, 2), TypeError, "`rois`"),
-    (lambda: jaxpool.roi_align(X, R4, B, 2, mode="mean"), ValueError, "`mode` \\(='mean'\\)"),
-    (lambda: jaxpool.roi_align(X, R4, B, 2, aligned_mode="center"), ValueError, "`aligned_mode`"),
-    (lambda: jaxpool.roi_align(X, R4, B, 0), ValueError, "`output_size`"),
-    (lambda: jaxpool.roi_align(X, R4, B, (2, 2, 2)), ValueError, "`output_size`"),
-    (lambda: jaxpool.roi_align(X, R4, B, 2, sampling_ratio=-1), ValueError, "`sampling_ratio`"),
-    (lambda: jaxpool.roi_align(X[0], R4, B, 2), ValueError, "`x` must have rank 4"),
-    (lambda: jaxpool.roi_align(X.astype(np.int32), R4, B, 2), TypeError, "`x`"),
-    (lambda: jaxpool.roi_align(X, R4, B, 2, data_format="NHWC"), ValueError, "`data_format`"),
-    (lambda: jaxpool.roi_align(X, R4, B, 2, spatial_scale="1"), TypeError, "`spatial_scale`"),
-    (lambda: jaxpool.roi_align_rotated(X, R4, B, 2), ValueError, r"`rois` \(shape \(3, 4\)\)"),
-    (lambda: jaxpool.roi_align_rotated(X, R5, B[:1], 2), ValueError, "`batch_indices`"),
-    (lambda: jaxpool.roi_align_rotated(X, R5, B, 2, clockwise=1), TypeError, "`clockwise`"),
-    (lambda: jaxpool.roi_pool(X, R4, 2), ValueError, r"`rois` \(shape \(3, 4\)\)"),
-    (lambda: jaxpool.roi_pool(X, R5, 2, method="avg"), ValueError, "`method` \\(='avg'\\)"),
-    (lambda: jaxpool.psroi_pool(X, R4, 2, 2), ValueError, r"`rois` \(shape \(3, 4\)\)"),
-    (lambda: jaxpool.psroi_pool(X, R5, 3, 2), ValueError, "8 channels.*`output_dim`"),
-    (
-        lambda: jaxpool.psroi_pool(X, R5, 2, 2, mode="bilinear", spatial_bins=3),
-        ValueError,
-        "8 channels.*bins_y",
-    ),
-    (lambda: jaxpool.psroi_pool(X, R5, 0, 2), ValueError, "`output_dim`"),
-    (lambda: jaxpool.psroi_pool(X, R5, 2, 2, mode="max"), ValueError, "`mode`"),
-]
-
-
-@pytest.mark.parametrize("call,error,match", BAD)
-def test_bad_input(call, error, match):
-    with pytest.raises(error, match=match):
-        call()
-
-
 # --------------------------------------------------------------------------------------------
 # OpenVINO IR layers.
 # --------------------------------------------------------------------------------------------

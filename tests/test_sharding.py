@@ -22,14 +22,8 @@ import jaxpool
 N, C, H, W = 8, 4, 8, 12
 COLLECTIVE = re.compile(
     r"\b(all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|"
-    r"collective-broadcast|ragged-all-to-all)\b")
-
-
-def _require(name):
-    fn = getattr(jaxpool, name, None)
-    if fn is None:
-        pytest.skip(f"jaxpool.{name} is not available")
-    return fn
+    r"collective-broadcast|ragged-all-to-all)\b"
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,33 +47,38 @@ def _input(layout, dtype=np.float32):
 def _max_pool(axis):
     def build(fmt):
         def fn(x):
-            return jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True,
-                                    axis=axis)
+            return jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True, axis=axis)
+
         return fn, lambda x: (x,)
+
     return "max_pool", build
 
 
 def _avg_pool(fmt):
     def fn(x):
         return (jaxpool.avg_pool(x, 3, 2, 1, 1, data_format=fmt),)
+
     return fn, lambda x: (x,)
 
 
 def _adaptive_max(fmt):
     def fn(x):
         return jaxpool.adaptive_max_pool(x, (3, 5), data_format=fmt, return_indices=True)
+
     return fn, lambda x: (x,)
 
 
 def _global_max(fmt):
     def fn(x):
         return jaxpool.adaptive_max_pool(x, 1, data_format=fmt, return_indices=True)
+
     return fn, lambda x: (x,)
 
 
 def _adaptive_avg(fmt):
     def fn(x):
         return (jaxpool.adaptive_avg_pool(x, (3, 5), data_format=fmt),)
+
     return fn, lambda x: (x,)
 
 
@@ -89,7 +88,8 @@ def _unpool(fmt):
         return np.asarray(y), np.asarray(i)
 
     def fn(y, i):
-        return (jaxpool.max_unpool(y, i, x_shape[fmt], data_format=fmt),)
+        return (jaxpool.max_unpool(y, i, x_shape[fmt], axis=0, data_format=fmt),)
+
     return fn, make_args
 
 
@@ -113,10 +113,7 @@ LOCAL_SHARDINGS = {
 
 
 def _build(op, layout):
-    name, build = OPS[op]
-    _require(name)
-    if name == "max_unpool":
-        _require("max_pool")
+    _, build = OPS[op]
     return build(layout)
 
 
@@ -131,8 +128,10 @@ def _assert_no_collective(compiled, what: str):
 
 def _vjp_fn(fn):
     """``(ct, *args) -> d sum(fn(*args)[0] * ct) / d args[0]`` through ``jax.grad``."""
+
     def grad(ct, *args):
         return jax.grad(lambda a0: jnp.sum(fn(a0, *args[1:])[0] * ct))(args[0])
+
     return grad
 
 
@@ -143,7 +142,8 @@ def _cotangent(fn, args, seed=1):
 
 def _assert_sharded_like(out, mesh, spec, what):
     assert out.sharding.is_equivalent_to(NamedSharding(mesh, spec), out.ndim), (
-        f"{what} has sharding {out.sharding.spec}, not {spec}")
+        f"{what} has sharding {out.sharding.spec}, not {spec}"
+    )
 
 
 @pytest.mark.parametrize("sharding", list(LOCAL_SHARDINGS))
@@ -178,11 +178,11 @@ def test_local_sharding(mesh, op, sharding):
 
 @pytest.mark.parametrize("axis", [1, 2, -1])
 def test_local_sharding_max_pool_index_axes(mesh, axis):
-    _require("max_pool")
     x = _input("NCX")
 
     def fn(x):
         return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=axis)
+
     expected = jax.jit(fn)(x)
     spec = P("b", "c")
     (sharded,) = _put((x,), mesh, spec)
@@ -205,8 +205,11 @@ def test_spatial_sharding_matches_single_device(mesh, op):
     ct = _cotangent(fn, args)
     grad = jax.jit(_vjp_fn(fn))
     np.testing.assert_allclose(
-        np.asarray(grad(ct, *_put(args, mesh, spec))), np.asarray(grad(ct, *args)),
-        rtol=1e-6, atol=1e-6)
+        np.asarray(grad(ct, *_put(args, mesh, spec))),
+        np.asarray(grad(ct, *args)),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def _blockwise(fn, args):
@@ -214,10 +217,12 @@ def _blockwise(fn, args):
     fn = jax.jit(fn)
     rows = []
     for i in range(4):
-        row = [fn(*(np.split(np.split(a, 4, axis=0)[i], 2, axis=1)[j] for a in args))
-               for j in range(2)]
-        rows.append([np.concatenate([np.asarray(r[k]) for r in row], axis=1)
-                     for k in range(len(row[0]))])
+        row = [
+            fn(*(np.split(np.split(a, 4, axis=0)[i], 2, axis=1)[j] for a in args)) for j in range(2)
+        ]
+        rows.append(
+            [np.concatenate([np.asarray(r[k]) for r in row], axis=1) for k in range(len(row[0]))]
+        )
     return [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(rows[0]))]
 
 
@@ -235,8 +240,7 @@ def test_shard_map(mesh, op):
             return (jaxpool.max_unpool(y, i, (*y.shape[:2], H, W), axis=2),)
     else:
         args = make_args(_input("NCX"))
-    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec,) * len(args),
-                                   out_specs=spec))
+    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec,) * len(args), out_specs=spec))
     out = mapped(*_put(args, mesh, spec))
     expected = _blockwise(fn, args)
     assert len(out) == len(expected)
@@ -246,20 +250,24 @@ def test_shard_map(mesh, op):
 
     ct = _cotangent(fn, args, seed=2)
     grad = _vjp_fn(fn)
-    mapped_grad = jax.jit(jax.shard_map(grad, mesh=mesh, in_specs=(spec,) * (len(args) + 1),
-                                        out_specs=spec))
+    mapped_grad = jax.jit(
+        jax.shard_map(grad, mesh=mesh, in_specs=(spec,) * (len(args) + 1), out_specs=spec)
+    )
     np.testing.assert_allclose(
         np.asarray(mapped_grad(*_put((ct, *args), mesh, spec))),
-        _blockwise(lambda *a: (grad(*a),), (ct, *args))[0], rtol=1e-6, atol=1e-6)
+        _blockwise(lambda *a: (grad(*a),), (ct, *args))[0],
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_shard_map_axis2_indices_equal_global(mesh):
     """Plane-local indices (``axis=2``) need no offset: shard_map gives the global answer."""
-    _require("max_pool")
     x = _input("NCX")
 
     def fn(x):
         return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=2)
+
     mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("b", "c"), out_specs=P("b", "c")))
     for o, e in zip(mapped(x), jax.jit(fn)(x), strict=False):
         np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
@@ -274,13 +282,19 @@ def test_pmap(op):
     args = make_args(_input("NCX"))
     per_device = tuple(a.reshape(8, 1, *a.shape[1:]) for a in args)
     if OPS[op][0] == "max_unpool":
-        per_device = (per_device[0],
-                      per_device[1] - (np.arange(8) * C * H * W).reshape(8, 1, 1, 1, 1))
+        per_device = (
+            per_device[0],
+            per_device[1] - (np.arange(8) * C * H * W).reshape(8, 1, 1, 1, 1),
+        )
 
         def fn(y, i):
-            return (jaxpool.max_unpool(y, i, (1, C, H, W)),)
-    ct = np.random.default_rng(3).standard_normal(
-        (8, *jax.eval_shape(fn, *(a[0] for a in per_device))[0].shape)).astype(np.float32)
+            return (jaxpool.max_unpool(y, i, (1, C, H, W), axis=0),)
+
+    ct = (
+        np.random.default_rng(3)
+        .standard_normal((8, *jax.eval_shape(fn, *(a[0] for a in per_device))[0].shape))
+        .astype(np.float32)
+    )
     out = jax.pmap(fn)(*per_device)
     grads = jax.pmap(_vjp_fn(fn))(ct, *per_device)
     single, single_grad = jax.jit(fn), jax.jit(_vjp_fn(fn))
@@ -288,6 +302,9 @@ def test_pmap(op):
         expected = single(*(a[d] for a in per_device))
         for o, e in zip(out, expected, strict=False):
             np.testing.assert_array_equal(np.asarray(o[d]), np.asarray(e))
-        np.testing.assert_allclose(np.asarray(grads[d]),
-                                   np.asarray(single_grad(ct[d], *(a[d] for a in per_device))),
-                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(grads[d]),
+            np.asarray(single_grad(ct[d], *(a[d] for a in per_device))),
+            rtol=1e-6,
+            atol=1e-6,
+        )

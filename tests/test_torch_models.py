@@ -81,13 +81,25 @@ def test_max_pool(model, size, kernel, stride, padding, ceil_mode):
     x = _input(size, size)
     rng = np.random.default_rng(0)
     (expected, expected_i), g, expected_grad = _torch_vjp(
-        lambda v: F.max_pool2d(v, kernel, stride, padding, ceil_mode=ceil_mode,
-                               return_indices=True), x, rng)
+        lambda v: F.max_pool2d(
+            v, kernel, stride, padding, ceil_mode=ceil_mode, return_indices=True
+        ),
+        x,
+        rng,
+    )
     rounding_type = "ceil_torch" if ceil_mode else "floor"
 
     def pool(v):
-        return jaxpool.max_pool(v, kernel, stride, padding, padding, rounding_type=rounding_type,
-                                return_indices=True, axis=2)
+        return jaxpool.max_pool(
+            v,
+            kernel,
+            stride,
+            padding,
+            padding,
+            rounding_type=rounding_type,
+            return_indices=True,
+            axis=2,
+        )
 
     (y, i), vjp = jax.vjp(pool, x)
     np.testing.assert_array_equal(y, expected)
@@ -100,7 +112,8 @@ def test_max_pool(model, size, kernel, stride, padding, ceil_mode):
 def test_adaptive_avg_pool(model, size, output_size):
     x = _input(size, size + 1)
     (expected,), g, expected_grad = _torch_vjp(
-        lambda v: F.adaptive_avg_pool2d(v, output_size), x, np.random.default_rng(1))
+        lambda v: F.adaptive_avg_pool2d(v, output_size), x, np.random.default_rng(1)
+    )
     y, vjp = jax.vjp(lambda v: jaxpool.adaptive_avg_pool(v, output_size), x)
     np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(vjp(jnp.asarray(g))[0], expected_grad, rtol=1e-6, atol=1e-7)
@@ -111,10 +124,13 @@ def test_adaptive_max_pool(model, size, output_size):
     """The same bins, for the max (AdaptiveMaxPool2d has the same configuration options)."""
     x = _input(size, size + 2)
     (expected, expected_i), g, expected_grad = _torch_vjp(
-        lambda v: F.adaptive_max_pool2d(v, output_size, return_indices=True), x,
-        np.random.default_rng(2))
+        lambda v: F.adaptive_max_pool2d(v, output_size, return_indices=True),
+        x,
+        np.random.default_rng(2),
+    )
     (y, i), vjp = jax.vjp(
-        lambda v: jaxpool.adaptive_max_pool(v, output_size, return_indices=True), x)
+        lambda v: jaxpool.adaptive_max_pool(v, output_size, return_indices=True), x
+    )
     np.testing.assert_array_equal(y, expected)
     np.testing.assert_array_equal(i, expected_i)
     (grad,) = vjp((jnp.asarray(g), np.zeros(i.shape, jax.dtypes.float0)))
@@ -125,7 +141,8 @@ def test_adaptive_max_pool(model, size, output_size):
 def test_avg_pool(model, size, kernel, stride, padding):
     x = _input(size, size + 3)
     (expected,), g, expected_grad = _torch_vjp(
-        lambda v: F.avg_pool2d(v, kernel, stride, padding), x, np.random.default_rng(3))
+        lambda v: F.avg_pool2d(v, kernel, stride, padding), x, np.random.default_rng(3)
+    )
     y, vjp = jax.vjp(lambda v: jaxpool.avg_pool(v, kernel, stride, padding, padding), x)
     np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(vjp(jnp.asarray(g))[0], expected_grad, rtol=1e-6, atol=1e-6)

@@ -1,41 +1,49 @@
-"""Every JAX transformation composes with every op.
+"""Every JAX transformation composes with every op, and the ops' hypothesis properties.
 
 Each op is checked against itself applied without the transformation (vmap against a loop,
 checkpoint/scan/export against the plain call, forward against reverse mode, hessian against
-``2 J^T J`` of a squared loss), so these tests hold for any correct op.
+``2 J^T J`` of a squared loss), so these tests hold for any correct op.  The properties: the
+layout does not matter, jit equals eager, vmap equals a loop, the gradient is the adjoint of
+the forward derivative (``<J v, w> = <v, J^T w>``) and max pooling's is the scatter of the
+cotangents to the indices.  (That equal attributes never retrace: test_retrace.py.)
 """
 
 from __future__ import annotations
 
+import cases
 import chex
+import hypothesis
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
+import oracle
 import pytest
 
 import jaxpool
 
 OPS = {
     "max_pool": ("max_pool", lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True)),
-    "max_pool-ceil-dilated": ("max_pool", lambda x: jaxpool.max_pool(
-        x, 2, 2, 0, 1, dilations=2, rounding_type="ceil", return_indices=True, axis=2)),
+    "max_pool-ceil-dilated": (
+        "max_pool",
+        lambda x: jaxpool.max_pool(
+            x, 2, 2, 0, 1, dilations=2, rounding_type="ceil", return_indices=True, axis=2
+        ),
+    ),
     "avg_pool": ("avg_pool", lambda x: (jaxpool.avg_pool(x, 3, 2, 1, 1),)),
-    "avg_pool-exclude": ("avg_pool", lambda x: (jaxpool.avg_pool(
-        x, 3, 2, 1, 2, exclude_pad=True, rounding_type="ceil"),)),
-    "adaptive_max_pool": ("adaptive_max_pool", lambda x: jaxpool.adaptive_max_pool(
-        x, (2, 3), return_indices=True)),
+    "avg_pool-exclude": (
+        "avg_pool",
+        lambda x: (jaxpool.avg_pool(x, 3, 2, 1, 2, exclude_pad=True, rounding_type="ceil"),),
+    ),
+    "adaptive_max_pool": (
+        "adaptive_max_pool",
+        lambda x: jaxpool.adaptive_max_pool(x, (2, 3), return_indices=True),
+    ),
     "adaptive_avg_pool": ("adaptive_avg_pool", lambda x: (jaxpool.adaptive_avg_pool(x, (2, 3)),)),
     # max_unpool is linear in its first argument; its indices come from a fixed max pool.
     "max_unpool": ("max_unpool", None),
 }
 SHAPE = (2, 3, 5, 6)
-
-
-def _require(name):
-    fn = getattr(jaxpool, name, None)
-    if fn is None:
-        pytest.skip(f"jaxpool.{name} is not available")
-    return fn
 
 
 def _tie_free(shape, dtype=np.float32, seed=0):
@@ -46,15 +54,14 @@ def _tie_free(shape, dtype=np.float32, seed=0):
 def _op(op, shape=SHAPE):
     """``(fn, x)``: ``fn(x)`` returns a tuple whose first entry is differentiable in ``x``."""
     name, fn = OPS[op]
-    _require(name)
     if name != "max_unpool":
         return fn, _tie_free(shape)
-    _require("max_pool")
     _, indices = jaxpool.max_pool(_tie_free(shape), 3, 2, 1, 1, return_indices=True, axis=2)
     indices = np.asarray(indices)
 
     def unpool(y):
         return (jaxpool.max_unpool(y, indices, shape, axis=2),)
+
     return unpool, _tie_free(indices.shape)
 
 
@@ -96,6 +103,7 @@ def test_jit_with_donation(op):
 
     def step(x):
         return x * 2, fn(x)  # x's buffer is reused for x * 2
+
     donated = jnp.array(x)
     doubled, out = jax.jit(step, donate_argnums=0)(donated)
     assert donated.is_deleted()
@@ -109,9 +117,11 @@ def test_checkpoint(op):
 
     def loss(x):
         return jnp.sum(jnp.sin(_first(fn)(x)))
+
     _assert_tree_equal(jax.checkpoint(fn)(x), fn(x))
-    np.testing.assert_allclose(np.asarray(jax.grad(jax.checkpoint(loss))(x)),
-                               np.asarray(jax.grad(loss)(x)), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(jax.grad(jax.checkpoint(loss))(x)), np.asarray(jax.grad(loss)(x)), rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -126,26 +136,27 @@ def test_scan_body(op):
     total, outs = jax.lax.scan(body, jnp.float32(0), xs)
     for j in range(3):
         _assert_tree_equal(tuple(o[j] for o in outs), fn(xs[j]))
-    np.testing.assert_allclose(float(total), sum(float(jnp.sum(fn(v)[0])) for v in xs),
-                               rtol=1e-6)
+    np.testing.assert_allclose(float(total), sum(float(jnp.sum(fn(v)[0])) for v in xs), rtol=1e-6)
     grad = jax.grad(lambda xs: jax.lax.scan(body, jnp.float32(0), xs)[0])(xs)
     for j in range(3):
         np.testing.assert_allclose(
-            np.asarray(grad[j]), np.asarray(jax.grad(lambda v: jnp.sum(fn(v)[0]))(xs[j])),
-            rtol=1e-6)
+            np.asarray(grad[j]), np.asarray(jax.grad(lambda v: jnp.sum(fn(v)[0]))(xs[j])), rtol=1e-6
+        )
 
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_eval_shape_allocates_nothing(op):
     """4 GiB inputs: only shapes and dtypes are computed, no array is created."""
     name = OPS[op][0]
-    _require(name)
     before = len(jax.live_arrays())
     if name == "max_unpool":
         y = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.float32)
         i = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.int32)
-        (out,) = abstract = (jax.eval_shape(
-            lambda y, i: jaxpool.max_unpool(y, i, (16, 16, 2048, 2048)), y, i),)
+        (out,) = abstract = (
+            jax.eval_shape(
+                lambda y, i: jaxpool.max_unpool(y, i, (16, 16, 2048, 2048), axis=0), y, i
+            ),
+        )
         assert out.shape == (16, 16, 2048, 2048) and out.dtype == jnp.float32
     else:
         fn, _ = _op(op)
@@ -186,108 +197,217 @@ def test_forward_and_reverse_mode_agree(op, x64):
     jac_rev = jax.jit(jax.jacrev(f))(x)
     np.testing.assert_allclose(np.asarray(jac_fwd), np.asarray(jac_rev), rtol=1e-12)
     flat_jac = np.asarray(jac_fwd).reshape(y.size, x.size)
-    np.testing.assert_allclose(flat_jac @ tangent.ravel(), np.asarray(y_dot).ravel(),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        flat_jac @ tangent.ravel(), np.asarray(y_dot).ravel(), rtol=1e-12, atol=1e-12
+    )
     # Every op is piecewise linear, so the hessian of 0.5 * |f|^2 is J^T J.
     hessian = jax.jit(jax.hessian(lambda x: 0.5 * jnp.sum(f(x) ** 2)))(x)
-    np.testing.assert_allclose(np.asarray(hessian).reshape(x.size, x.size),
-                               flat_jac.T @ flat_jac, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(hessian).reshape(x.size, x.size), flat_jac.T @ flat_jac, rtol=1e-12, atol=1e-12
+    )
     jax.test_util.check_grads(f, (x,), order=1, modes=("fwd", "rev"), eps=1e-3)
 
 
+def test_max_unpool_of_vmapped_indices():
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2, 2, 6, 4)), jnp.float32)
+    y, i = jax.vmap(lambda v: jaxpool.max_pool(v, 2, return_indices=True, axis=2))(x)
+    out = jax.jit(jax.vmap(lambda a, b: jaxpool.max_unpool(a, b, (2, 2, 6, 4), axis=2)))(y, i)
+    np.testing.assert_array_equal(out[1], jaxpool.max_unpool(y[1], i[1], (2, 2, 6, 4), axis=2))
+
+
 # ----------------------------------------------------------------------------------------------
-# Equal static arguments never retrace.
+# Properties of every op (hypothesis).
 # ----------------------------------------------------------------------------------------------
 
-
-class _TraceCounter:
-    """Counts the jaxprs traced (by any ``jax.jit``) while active."""
-
-    def __init__(self):
-        self.count = 0
-
-    def _listener(self, event, duration, **kwargs):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            self.count += 1
-
-    def __enter__(self):
-        jax.monitoring.register_event_duration_secs_listener(self._listener)
-        return self
-
-    def __exit__(self, *exc):
-        jax.monitoring.unregister_event_duration_listener(self._listener)
+PROPERTY = hypothesis.settings(
+    max_examples=3,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
 
 
-# Spellings of the same attributes: an int and the tuple it means, lists, NumPy scalars and
-# arrays, defaults given explicitly.
-EQUAL_CALLS = {
-    "max_pool": [
-        lambda x: jaxpool.max_pool(x, 2),
-        lambda x: jaxpool.max_pool(x, (2, 2)),
-        lambda x: jaxpool.max_pool(x, [2, 2], [2, 2]),
-        lambda x: jaxpool.max_pool(x, np.int64(2), None, 0, (0, 0), dilations=1),
-        lambda x: jaxpool.max_pool(x, np.array([2, 2]), rounding_type="floor",
-                                   auto_pad="explicit", data_format="NCX"),
-    ],
-    "avg_pool": [
-        lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1),
-        lambda x: jaxpool.avg_pool(x, (3, 3), [1, 1], (1, 1), np.array([1, 1])),
-        lambda x: jaxpool.avg_pool(x, [3, np.int32(3)], 1, 1, 1, exclude_pad=False),
-    ],
-    "adaptive_max_pool": [
-        lambda x: jaxpool.adaptive_max_pool(x, 3, return_indices=True),
-        lambda x: jaxpool.adaptive_max_pool(x, (3, 3), return_indices=True),
-        lambda x: jaxpool.adaptive_max_pool(x, np.array([3, 3]), return_indices=True),
-    ],
-    "adaptive_avg_pool": [
-        lambda x: jaxpool.adaptive_avg_pool(x, 3),
-        lambda x: jaxpool.adaptive_avg_pool(x, [3, 3]),
-        lambda x: jaxpool.adaptive_avg_pool(x, (np.int64(3), 3), data_format="NCX"),
-    ],
-}
+@pytest.mark.parametrize("op", list(OPS))
+@PROPERTY
+@hypothesis.given(
+    n=st.integers(1, 2),
+    c=st.integers(1, 3),
+    h=st.integers(3, 7),
+    w=st.integers(4, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_gradient_is_the_adjoint_of_the_forward_derivative(op, n, c, h, w, seed):
+    """``<J v, w> = <v, J^T w>`` in float64 on a tie-free input, for random ``v`` and ``w``."""
+    with jax.enable_x64(True):
+        fn, x = _op(op, shape=(n, c, h, w))
+        f = _first(fn)
+        x = x.astype(np.float64)
+        rng = np.random.default_rng(seed)
+        v = rng.standard_normal(x.shape)
+        y, j_v = jax.jvp(f, (x,), (v,))
+        w_ = rng.standard_normal(y.shape)
+        (jt_w,) = jax.vjp(f, x)[1](w_)
+        np.testing.assert_allclose(
+            float(jnp.vdot(j_v, w_)), float(jnp.vdot(v, jt_w)), rtol=1e-12, atol=1e-12
+        )
 
 
-@pytest.mark.parametrize("name", list(EQUAL_CALLS))
-def test_equal_static_arguments_never_retrace(name):
-    _require(name)
-    calls = EQUAL_CALLS[name]
-    x = _tie_free((2, 3, 6, 6))
-    x2 = _tie_free((2, 3, 6, 6), seed=1)
-    expected = calls[0](x)  # the first call traces and compiles
-    with _TraceCounter() as counter:
-        for call in calls:
-            _assert_tree_equal(call(x), expected)
-            call(x2)
-    assert counter.count == 0, f"{counter.count} retraces for equal attributes of {name}"
+@st.composite
+def pool_cases(draw):
+    nd = draw(st.integers(1, 3))
+    spatial = draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd))
+    kernel = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
+    strides = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
+    dilations = draw(st.lists(st.integers(1, 2), min_size=nd, max_size=nd))
+    pads_begin = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
+    pads_end = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
+    rounding_type = draw(st.sampled_from(["floor", "ceil", "ceil_torch"]))
+    auto_pad = draw(st.sampled_from(["explicit", "valid", "same_upper", "same_lower"]))
+    hypothesis.assume(
+        all(
+            (k - 1) * d + 1 <= s + (b + e if auto_pad == "explicit" else 0)
+            for k, d, s, b, e in zip(kernel, dilations, spatial, pads_begin, pads_end)
+        )
+    )
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), *spatial)
+    seed = draw(st.integers(0, 2**31))
+    x = np.random.default_rng(seed).integers(-3, 4, size=shape).astype(np.float32)
+    attrs = dict(
+        kernel=kernel,
+        strides=strides,
+        pads_begin=pads_begin,
+        pads_end=pads_end,
+        dilations=dilations,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+    )
+    return x, attrs
 
-    # Under a user's jit, equal (hashable) static arguments hit the cache too.
-    fn = getattr(jaxpool, name)
-    chex.clear_trace_counter()
 
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def pooled(x):
-        return fn(x, 3)
-
-    for v in (x, x2, x * 2):
-        pooled(v)
-    traced = chex.assert_max_traces(lambda x, size: fn(x, size), n=2)
-    jitted = jax.jit(traced, static_argnums=1)
-    for size in (3, (3, 3), 3, tuple([3, 3])):
-        jitted(x, size)
-    with pytest.raises(AssertionError):
-        jitted(x, 2)
+MAX_POOL = hypothesis.settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
 
 
-def test_max_unpool_never_retraces():
-    _require("max_unpool")
-    x = _tie_free((2, 3, 6, 6))
-    y, i = jaxpool.max_pool(x, 2, return_indices=True)
-    expected = jaxpool.max_unpool(y, i, x.shape)
-    y2 = y * 2
-    with _TraceCounter() as counter:
-        spellings = (x.shape, list(x.shape), np.array(x.shape), tuple(map(np.int64, x.shape)))
-        for shape in spellings:
-            _assert_tree_equal(jaxpool.max_unpool(y, i, shape, axis=0), expected)
-            jaxpool.max_unpool(y2, i, shape, axis=-4, data_format="NCX")
-    assert counter.count == 0
+@MAX_POOL
+@hypothesis.given(pool_cases(), st.integers(-5, 4))
+def test_max_pool_nxc_equals_ncx(case, axis):
+    x, attrs = case
+    axis = axis % x.ndim
+    y, i = jaxpool.max_pool(x, return_indices=True, axis=axis, **attrs)
+    y2, i2 = jaxpool.max_pool(
+        oracle.to_nxc(x), data_format="NXC", return_indices=True, axis=axis, **attrs
+    )
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(y2)), np.asarray(y))
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(i2)), np.asarray(i))
+
+
+@MAX_POOL
+@hypothesis.given(pool_cases())
+def test_max_pool_jit_equals_eager_and_vmap_equals_loop(case):
+    x, attrs = case
+
+    def pool(x):
+        return jaxpool.max_pool(x, return_indices=True, **attrs)
+
+    eager = pool(x)
+    jitted = jax.jit(pool)(x)
+    stacked = jnp.stack([x, -x, x * 2])
+    batched = jax.vmap(pool)(stacked)
+    for a, b in zip(eager, jitted):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for k in range(3):
+        looped = pool(stacked[k])
+        for a, b in zip(looped, batched):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+
+
+@MAX_POOL
+@hypothesis.given(pool_cases(), st.sampled_from(["NCX", "NXC"]))
+def test_max_pool_gradient_is_the_scatter_of_cotangents_to_the_indices(case, data_format):
+    x, attrs = case
+    if data_format == "NXC":
+        x = oracle.to_nxc(x)
+    y, i = jaxpool.max_pool(x, data_format=data_format, return_indices=True, **attrs)
+    ct = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
+    grad = jax.grad(lambda x: jnp.vdot(jaxpool.max_pool(x, data_format=data_format, **attrs), ct))(
+        jnp.asarray(x)
+    )
+    # Windows without input elements pass no gradient; they hold the padding value.
+    ct_ncx, i_ncx = (
+        (ct, np.asarray(i))
+        if data_format == "NCX"
+        else (oracle.to_ncx(ct), oracle.to_ncx(np.asarray(i)))
+    )
+    y_ncx = np.asarray(y) if data_format == "NCX" else oracle.to_ncx(np.asarray(y))
+    x_ncx = x if data_format == "NCX" else oracle.to_ncx(x)
+    expected = np.zeros(x_ncx.size, np.float64)
+    live = y_ncx.ravel() != -np.inf
+    np.add.at(expected, i_ncx.ravel()[live], ct_ncx.ravel()[live])
+    expected = expected.reshape(x_ncx.shape)
+    if data_format == "NXC":
+        expected = oracle.to_nxc(expected)
+    np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-5, atol=1e-5)
+
+
+@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@hypothesis.given(seed=st.integers(0, 10_000))
+def test_avg_pool_nxc_equals_ncx(seed):
+    cfg = cases.avg_config(seed)
+    x = cases.avg_sample(np.random.default_rng(seed), "float32", cfg["shape"])
+    attrs = {
+        k: cfg[k]
+        for k in ("strides", "pads_begin", "pads_end", "exclude_pad", "rounding_type", "auto_pad")
+    }
+    ncx = jaxpool.avg_pool(x, cfg["kernel"], **attrs)
+    nxc = jaxpool.avg_pool(oracle.to_nxc(x), cfg["kernel"], data_format="NXC", **attrs)
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(nxc)), ncx)
+
+
+@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@hypothesis.given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
+def test_adaptive_properties(shape, data):
+    """Output size = input size is the identity; NXC equals NCX; max indices name y in x."""
+    x = np.random.default_rng(len(shape)).standard_normal((2, 2, *shape)).astype(np.float32)
+    output_size = data.draw(st.lists(st.integers(1, 7), min_size=len(shape), max_size=len(shape)))
+    for fn in (jaxpool.adaptive_max_pool, jaxpool.adaptive_avg_pool):
+        np.testing.assert_array_equal(fn(x, shape), x)
+        ncx = fn(x, output_size)
+        nxc = fn(oracle.to_nxc(x), output_size, data_format="NXC")
+        np.testing.assert_array_equal(oracle.to_ncx(np.asarray(nxc)), ncx)
+    y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
+    flat = x.reshape(2, 2, -1)
+    np.testing.assert_array_equal(
+        np.take_along_axis(flat, np.asarray(i).reshape(2, 2, -1), 2),
+        np.asarray(y).reshape(2, 2, -1),
+    )
+
+
+@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@hypothesis.given(
+    nd=st.integers(1, 3),
+    kernel=st.integers(1, 3),
+    axis=st.integers(0, 2),
+    nxc=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_max_pool_of_max_unpool_is_identity(nd, kernel, axis, nxc, seed):
+    """For non-overlapping windows and positive values, max_pool(max_unpool(y)) == y with the
+    same indices; unpooling NXC equals unpooling NCX."""
+    rng = np.random.default_rng(seed)
+    shape = (2, 2, *rng.integers(kernel, 3 * kernel + 1, nd))
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float32) + 1
+    fmt = "NXC" if nxc else "NCX"
+    x_in = oracle.to_nxc(x) if nxc else x
+    y, i = jaxpool.max_pool(x_in, kernel, return_indices=True, axis=axis, data_format=fmt)
+    out = jaxpool.max_unpool(y, i, x_in.shape, axis=axis, data_format=fmt)
+    y2, i2 = jaxpool.max_pool(out, kernel, return_indices=True, axis=axis, data_format=fmt)
+    np.testing.assert_array_equal(y2, y)
+    np.testing.assert_array_equal(i2, i)
+    y_ncx, i_ncx = jaxpool.max_pool(x, kernel, return_indices=True, axis=axis)
+    out_ncx = jaxpool.max_unpool(y_ncx, i_ncx, x.shape, axis=axis)
+    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(out)) if nxc else out, out_ncx)

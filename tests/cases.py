@@ -1,0 +1,289 @@
+"""Inputs shared by the test modules: special values, and hypothesis strategies of attributes,
+valid and invalid, with the rules that tell them apart (computed here, never by jaxpool).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import reference
+from hypothesis import strategies as st
+
+
+def special(seed):
+    """A float32 (2, 2, 6, 6) input with a few NaN, +inf and -inf among small integers."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (2, 2, 6, 6)).astype(np.float32)
+    flat = x.reshape(-1)
+    spots = rng.choice(flat.size, 9, replace=False)
+    flat[spots[:3]], flat[spots[3:6]], flat[spots[6:]] = np.nan, np.inf, -np.inf
+    return x
+
+
+def to_layout(x, data_format):
+    """NCX ``x`` in ``data_format``."""
+    return np.moveaxis(x, 1, -1) if data_format == "NXC" else x
+
+
+def from_layout(a, data_format):
+    """``a`` in ``data_format`` as NCX NumPy."""
+    return np.moveaxis(np.asarray(a), -1, 1) if data_format == "NXC" else np.asarray(a)
+
+
+def without_layout(attrs):
+    """The attributes the NCX reference takes."""
+    return {k: v for k, v in attrs.items() if k != "data_format"}
+
+
+# Mostly valid values, sometimes invalid ones (wrong case, wrong type, out of range).
+ROUNDING = st.sampled_from(["floor", "ceil", "ceil_torch"] * 6 + ["FLOOR", "Ceil", "round", 1])
+AUTO_PAD = st.sampled_from(
+    ["explicit", "valid", "same_upper", "same_lower"] * 5 + ["SAME", "Same_Upper", None]
+)
+LAYOUT = st.sampled_from(["NCX"] * 5 + ["NXC"] * 5 + ["ncx"])
+SPECIAL = [np.nan, np.inf, -np.inf]
+
+
+def _per_axis(draw, nd, low, high, bad):
+    """An int, a tuple, or now and then an invalid value, for a per-axis attribute."""
+    kind = draw(st.sampled_from(["int"] * 4 + ["tuple"] * 5 + ["bad"]))
+    if kind == "int":
+        return draw(st.integers(low, high))
+    if kind == "tuple":
+        return tuple(draw(st.integers(low, high)) for _ in range(nd))
+    return draw(st.sampled_from(bad(nd)))
+
+
+def _bad_sizes(low):
+    return lambda nd: [low - 1, (low,) * (nd + 1), float(low + 1), str(low + 1), True]
+
+
+def _valid_per_axis(value, nd, low):
+    if isinstance(value, (bool, float, str)):
+        return False
+    if isinstance(value, tuple):
+        return len(value) == nd and all(v >= low for v in value)
+    return value >= low
+
+
+@st.composite
+def inputs(draw, dtype_choices=("float32", "float32", "int32", "float16")):
+    """NCX inputs of 1 to 3 spatial axes: small integers (many ties), now and then a NaN or an
+    infinity."""
+    nd = draw(st.integers(1, 3))
+    high = {1: 7, 2: 6, 3: 4}[nd]
+    spatial = tuple(draw(st.integers(1, high)) for _ in range(nd))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 2)), *spatial)
+    dtype = np.dtype(draw(st.sampled_from(dtype_choices)))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, shape).astype(dtype)  # small integers: many ties
+    if dtype.kind == "f" and draw(st.booleans()):
+        for _ in range(draw(st.integers(1, 3))):
+            x.flat[rng.integers(x.size)] = SPECIAL[rng.integers(3)]
+    return x
+
+
+@st.composite
+def sliding_cases(draw, with_dilations):
+    """``(x, attrs)`` of a max or average pooling, ``attrs`` including ``data_format``."""
+    x = draw(inputs())
+    nd = x.ndim - 2
+    attrs = dict(
+        kernel=_per_axis(draw, nd, 1, 4, _bad_sizes(1)),
+        strides=draw(st.one_of(st.none(), st.just(0)))
+        if draw(st.integers(0, 5)) == 0
+        else _per_axis(draw, nd, 1, 3, _bad_sizes(1)),
+        pads_begin=_per_axis(draw, nd, 0, 2, _bad_sizes(0)),
+        pads_end=_per_axis(draw, nd, 0, 2, _bad_sizes(0)),
+        rounding_type=draw(ROUNDING),
+        auto_pad=draw(AUTO_PAD),
+        data_format=draw(LAYOUT),
+    )
+    if with_dilations:
+        attrs["dilations"] = _per_axis(draw, nd, 1, 3, _bad_sizes(1))
+    return x, attrs
+
+
+def valid_sliding(x, attrs):
+    """Whether ``attrs`` (from :func:`sliding_cases`) describe a valid pooling of ``x``."""
+    nd = x.ndim - 2
+    ok = (
+        _valid_per_axis(attrs["kernel"], nd, 1)
+        and (attrs["strides"] is None or _valid_per_axis(attrs["strides"], nd, 1))
+        and _valid_per_axis(attrs["pads_begin"], nd, 0)
+        and _valid_per_axis(attrs["pads_end"], nd, 0)
+        and _valid_per_axis(attrs.get("dilations", 1), nd, 1)
+        and attrs["rounding_type"] in ("floor", "ceil", "ceil_torch")
+        and attrs["auto_pad"] in ("explicit", "valid", "same_upper", "same_lower")
+        and attrs["data_format"] in ("NCX", "NXC")
+    )
+    if not ok:
+        return False
+    try:
+        reference.sliding_geometry(
+            x.shape[2:],
+            attrs["kernel"],
+            attrs["strides"],
+            attrs["pads_begin"],
+            attrs["pads_end"],
+            attrs.get("dilations"),
+            attrs["rounding_type"],
+            attrs["auto_pad"],
+        )
+    except reference.Invalid:
+        return False
+    return True
+
+
+@st.composite
+def adaptive_cases(draw):
+    """``(x, output_size, data_format)`` of an adaptive pooling."""
+    x = draw(inputs())
+    nd = x.ndim - 2
+    kind = draw(st.sampled_from(["int"] * 3 + ["tuple"] * 6 + ["bad"]))
+    if kind == "int":
+        size = draw(st.integers(1, 5))
+    elif kind == "tuple":
+        size = tuple(draw(st.one_of(st.integers(1, 5), st.none())) for _ in range(nd))
+    else:
+        size = draw(st.sampled_from([0, -1, (1,) * (nd + 1), 2.0, "2", (0,) * nd]))
+    return x, size, draw(LAYOUT)
+
+
+def valid_adaptive(x, size, data_format):
+    """Whether ``size`` and ``data_format`` (from :func:`adaptive_cases`) are valid for ``x``."""
+    nd = x.ndim - 2
+    if data_format not in ("NCX", "NXC"):
+        return False
+    if isinstance(size, tuple):
+        return len(size) == nd and all(s is None or s >= 1 for s in size)
+    return isinstance(size, int) and size >= 1
+
+
+# --------------------------------------------------------------------------------------------
+# Random adaptive poolings that the runtime accepts.
+# --------------------------------------------------------------------------------------------
+
+ADAPTIVE_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
+
+
+def adaptive_sample(rng, dtype, shape, ties=False):
+    """Random NCX data of ``dtype``; ``ties`` draws from few values (many ties)."""
+    if ties:
+        return rng.integers(0, 3, shape).astype(
+            ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+        )
+    if dtype == "int8":
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    if dtype == "uint8":
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dtype == "int32":
+        return rng.integers(-10_000, 10_000, shape).astype(np.int32)
+    values = rng.standard_normal(shape).astype(np.float32)
+    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+def adaptive_config(seed):
+    """A random adaptive pooling: shape, output size (``None`` entries, 1, larger than the
+    input), dtype, layout and whether the data has many ties."""
+    rng = np.random.default_rng(seed)
+    nd = int(rng.integers(1, 4))
+    top = (24, 11, 6)[nd - 1]
+    spatial = [int(v) for v in rng.integers(1, top + 1, nd)]
+    output_size = []
+    for length in spatial:
+        kind = int(rng.integers(6))
+        if kind == 0:
+            output_size.append(None)
+        elif kind == 1:
+            output_size.append(1)
+        elif kind == 2:  # larger than the input
+            output_size.append(length + int(rng.integers(1, 4)))
+        else:
+            output_size.append(int(rng.integers(1, length + 1)))
+    return dict(
+        shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),
+        output_size=output_size,
+        dtype=ADAPTIVE_DTYPES[seed % len(ADAPTIVE_DTYPES)],
+        data_format=("NCX", "NXC")[int(rng.integers(2))],
+        ties=bool(rng.integers(4) == 0),
+    )
+
+
+def runtime_size(cfg):
+    """The configuration's output size with ``None`` replaced by the input size."""
+    sizes = zip(cfg["shape"][2:], cfg["output_size"], strict=True)
+    return [s if o is None else o for s, o in sizes]
+
+
+def call_in_layout(fn, x, cfg, **kwargs):
+    """Runs ``fn(x, cfg["output_size"])`` on NCX ``x`` in the config's layout and returns NCX
+    NumPy outputs."""
+    nxc = cfg["data_format"] == "NXC"
+    out = fn(
+        to_layout(x, cfg["data_format"]),
+        cfg["output_size"],
+        data_format=cfg["data_format"],
+        **kwargs,
+    )
+    outs = out if isinstance(out, tuple) else (out,)
+    outs = tuple(from_layout(o, "NXC") if nxc else np.asarray(o) for o in outs)
+    return outs if isinstance(out, tuple) else outs[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Random average poolings that the runtime accepts.
+# --------------------------------------------------------------------------------------------
+
+ROUNDINGS = ("floor", "ceil", "ceil_torch")
+AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
+AVG_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
+
+
+def avg_sample(rng, dtype, shape):
+    """Random NCX data of ``dtype`` (int32 in the int8 range: the runtime's int32 AvgPool
+    sometimes runs as int8)."""
+    if dtype == "int8":
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    if dtype == "uint8":
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dtype == "int32":
+        return rng.integers(-128, 128, shape).astype(np.int32)
+    values = rng.standard_normal(shape).astype(np.float32)
+    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+def avg_config(seed):
+    """A random AvgPool configuration that the runtime accepts (with the exclude_pad rule of
+    its CPU plugin), of a dtype chosen by ``seed`` and a random layout."""
+    rng = np.random.default_rng(seed)
+    nd = int(rng.integers(1, 4))
+    spatial = [int(v) for v in rng.integers(1, 8 if nd < 3 else 5, nd)]
+    kernel, pads_begin, pads_end = [], [], []
+    exclude_pad = bool(rng.integers(2))
+    auto_pad = AUTO_PADS[int(rng.integers(4))] if rng.integers(3) else "explicit"
+    for length in spatial:
+        k = int(rng.integers(1, min(4, length + (0 if auto_pad == "valid" else 2)) + 1))
+        # The runtime refuses exclude_pad with a pad as large as the kernel.
+        top = k - 1 if exclude_pad else 2
+        pb, pe = (int(v) for v in rng.integers(0, top + 1, 2))
+        while k > length + pb + pe:
+            pe += 1
+        kernel.append(k)
+        pads_begin.append(pb)
+        pads_end.append(pe)
+    rounding_type = ROUNDINGS[int(rng.integers(3))]
+    return dict(
+        shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),
+        kernel=kernel,
+        strides=[int(v) for v in rng.integers(1, 4, nd)],
+        pads_begin=pads_begin,
+        pads_end=pads_end,
+        exclude_pad=exclude_pad,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+        opset=14 if rounding_type == "ceil_torch" or rng.integers(2) else 1,
+        dtype=AVG_DTYPES[seed % len(AVG_DTYPES)],
+        data_format=("NCX", "NXC")[int(rng.integers(2))],
+    )

@@ -1,0 +1,196 @@
+"""adaptive_avg_pool against the OpenVINO runtime (AdaptiveAvgPool-8), PyTorch and
+``tests/reference.py``.
+
+The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
+``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
+the CPU program.
+"""
+
+import cases
+import hypothesis
+import jax
+import jax.numpy as jnp
+import numpy as np
+import oracle
+import pytest
+import reference
+import torch
+from jax.test_util import check_grads
+
+import jaxpool
+
+torch.set_num_threads(1)
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenVINO runtime.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("class_program")
+class TestRuntime:
+    """The runtime's averages and special values, on both programs."""
+
+    @pytest.mark.parametrize("seed", range(100, 200))
+    def test_matches_runtime(self, seed):
+        cfg = cases.adaptive_config(seed)
+        x = cases.adaptive_sample(
+            np.random.default_rng(seed), cfg["dtype"], cfg["shape"], cfg["ties"]
+        )
+        x_ov = x.astype(np.float32) if cfg["dtype"] == "bfloat16" else x
+        if cfg["dtype"] in ("int8", "uint8", "int32") and set(cases.runtime_size(cfg)) == {1}:
+            # The runtime's global integer average truncates (see below); its AvgPool rounds.
+            expected = oracle.avg_pool(x_ov, list(x.shape[2:]))
+        else:
+            expected = oracle.adaptive_avg_pool(x_ov, cases.runtime_size(cfg))
+        y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
+        assert y.dtype == x.dtype
+        if cfg["dtype"] in ("int8", "uint8", "int32"):
+            np.testing.assert_array_equal(y, expected)
+        else:
+            tol = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 2e-6}[cfg["dtype"]]
+            np.testing.assert_allclose(
+                y.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol
+            )
+
+    @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+    def test_integer_global_average_rounds(self, dtype):
+        """To output size 1 the CPU runtime's integer AdaptiveAvgPool truncates toward zero and
+        sums 8-bit inputs in their own type, saturating; ours rounds half to even like every other
+        output size of the runtime and its AvgPool."""
+        x = np.array([[[2, 3, 3, 3, 100, 100, 100, 100]]]).astype(dtype)
+        for size in ([1], [2]):
+            expected = oracle.avg_pool(x, 8 // size[0])
+            np.testing.assert_array_equal(jaxpool.adaptive_avg_pool(x, size), expected)
+        np.testing.assert_array_equal(
+            jaxpool.adaptive_avg_pool(x[..., :4], 1),
+            oracle.adaptive_avg_pool(x[..., :4], [2])[..., 1:],
+        )
+        assert oracle.adaptive_avg_pool(x[..., :4], [1])[0, 0, 0] == 2  # 2.75 truncated
+
+    @pytest.mark.parametrize(
+        "shape,output_size",
+        [
+            ((2, 3, 50), [3]),
+            ((1, 2, 40, 7), [1, 3]),
+            ((1, 1, 9, 30, 4), [2, 2, 4]),
+            ((2, 2, 21, 22), [2, 3]),
+        ],
+    )
+    def test_wide_bins(self, shape, output_size):
+        """Bins wider than a fused tap chain handles reduce a gathered window axis."""
+        rng = np.random.default_rng(len(shape))
+        for ties in (False, True):
+            x = cases.adaptive_sample(rng, "float32", shape, ties)
+            np.testing.assert_allclose(
+                jaxpool.adaptive_avg_pool(x, output_size),
+                oracle.adaptive_avg_pool(x, output_size),
+                rtol=2e-6,
+                atol=1e-6,
+            )
+
+    def test_float64(self, x64):
+        rng = np.random.default_rng(11)
+        for seed in (2, 8, 14, 20):  # float32 configurations
+            cfg = cases.adaptive_config(seed)
+            x = rng.standard_normal(cfg["shape"])
+            y = jaxpool.adaptive_avg_pool(x, cfg["output_size"])
+            assert y.dtype == jnp.float64
+            np.testing.assert_allclose(
+                y,
+                oracle.adaptive_avg_pool(x.astype(np.float32), cases.runtime_size(cfg)),
+                rtol=1e-5,
+                atol=1e-6,
+            )
+
+    def test_output_size_none_and_identity(self, jit_mode):
+        x = np.random.default_rng(2).standard_normal((2, 3, 4, 1, 5)).astype(np.float32)
+        np.testing.assert_array_equal(
+            jit_mode(lambda v: jaxpool.adaptive_avg_pool(v, (4, 1, 5)), x), x
+        )
+        np.testing.assert_array_equal(jaxpool.adaptive_avg_pool(x, (None, None, 5)), x)
+        np.testing.assert_allclose(
+            jaxpool.adaptive_avg_pool(x, (None, 1, 2)),
+            oracle.adaptive_avg_pool(x, (4, 1, 2)),
+            rtol=2e-6,
+            atol=1e-6,
+        )
+
+    @pytest.mark.parametrize("seed", range(2))
+    def test_specials(self, seed):
+        """NaN and infinities against tests/reference.py (NaN where NaN)."""
+        x = cases.special(seed)
+        for size in [(4, 4), (3, 5), (6, 2)]:
+            np.testing.assert_allclose(
+                np.asarray(jaxpool.adaptive_avg_pool(x, size)),
+                reference.adaptive_avg_pool(x, size),
+                rtol=1e-6,
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch and gradients.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("class_program")
+class TestPyTorchAndGradients:
+    """PyTorch's values and gradients, and check_grads, on both programs."""
+
+    @pytest.mark.parametrize("nd", [1, 2, 3])
+    def test_matches_torch_with_grads(self, nd):
+        rng = np.random.default_rng(nd)
+        shape = (2, 3, *[13, 9, 5][:nd])
+        output_size = [5, 4, 3][:nd]
+        x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64) / 7
+        xt = torch.tensor(x, requires_grad=True)
+        yt = getattr(torch.nn.functional, f"adaptive_avg_pool{nd}d")(xt, output_size)
+        g = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.tensor(g))
+        y, vjp = jax.vjp(lambda v: jaxpool.adaptive_avg_pool(v, output_size), x.astype(np.float32))
+        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            vjp(jnp.asarray(g, jnp.float32))[0], xt.grad.numpy(), rtol=1e-5, atol=1e-6
+        )
+
+    def test_grads(self, x64):
+        """Order 2 in both modes: a narrow-bin axis, a wide-bin axis (11 -> 1) and output larger
+        than input."""
+        rng = np.random.default_rng(0)
+        x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0
+        check_grads(
+            lambda v: jaxpool.adaptive_avg_pool(v, (7, 1)), (x,), order=2, modes=("fwd", "rev")
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Random output sizes, valid and invalid, against tests/reference.py.
+# --------------------------------------------------------------------------------------------
+
+
+@hypothesis.settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+@hypothesis.given(cases.adaptive_cases())
+def test_fuzz_against_reference(config):
+    x, size, fmt = config
+    if not cases.valid_adaptive(x, size, fmt):
+        with pytest.raises((ValueError, TypeError)):
+            jaxpool.adaptive_avg_pool(cases.to_layout(x, fmt), size, data_format=fmt)
+        return
+    expected = reference.adaptive_avg_pool(x, size)
+    y = cases.from_layout(
+        jaxpool.adaptive_avg_pool(cases.to_layout(x, fmt), size, data_format=fmt), fmt
+    )
+    assert y.dtype == x.dtype
+    if x.dtype.kind == "i":
+        assert np.max(np.abs(y.astype(np.int64) - expected.astype(np.int64))) <= 1
+    else:
+        tol = 1e-3 if x.dtype == np.float16 else 1e-6
+        np.testing.assert_allclose(
+            y.astype(np.float64), expected.astype(np.float64), rtol=tol, atol=tol
+        )

@@ -1,0 +1,368 @@
+"""adaptive_max_pool against the OpenVINO runtime (AdaptiveMaxPool-8), PyTorch and
+``tests/reference.py`` (for NaN, which the runtime skips, and signed zeros).
+
+The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
+``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
+the CPU program.
+"""
+
+import functools
+import math
+
+import cases
+import hypothesis
+import jax
+import jax.numpy as jnp
+import numpy as np
+import oracle
+import pytest
+import reference
+import torch
+from jax.test_util import check_grads
+
+import jaxpool
+
+torch.set_num_threads(1)
+
+
+def _with_indices(x, output_size, **kwargs):
+    return jaxpool.adaptive_max_pool(x, output_size, return_indices=True, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenVINO runtime.
+# --------------------------------------------------------------------------------------------
+
+
+def test_random_configurations_cover_every_kind_of_bin():
+    configs = [cases.adaptive_config(seed) for seed in range(100)]
+    sizes = [
+        (length, out)
+        for cfg in configs
+        for length, out in zip(cfg["shape"][2:], cfg["output_size"])
+    ]
+    assert any(out is None for _, out in sizes)
+    assert any(out == 1 and length > 1 for length, out in sizes)
+    assert any(out is not None and out > length for length, out in sizes)
+    assert any(out is not None and 1 < out < length and length % out for length, out in sizes)
+    assert {len(cfg["shape"]) for cfg in configs} == {3, 4, 5}
+    # Small bins (at most 25 elements in all) and large ones, one and several pooled axes.
+    widths = [
+        math.prod(
+            max(b - a for a, b in reference.adaptive_bins(length, out))
+            for length, out in zip(cfg["shape"][2:], cases.runtime_size(cfg))
+        )
+        for cfg in configs
+    ]
+    assert min(widths) == 1 and any(w <= 25 < max(widths) for w in widths)
+    pooled = [
+        sum(o != n for o, n in zip(cases.runtime_size(cfg), cfg["shape"][2:])) for cfg in configs
+    ]
+    assert {0, 1, 2, 3} <= set(pooled)
+
+
+@pytest.mark.usefixtures("class_program")
+class TestRuntime:
+    """The runtime's values and indices, on both programs."""
+
+    @pytest.mark.parametrize("seed", range(100))
+    def test_matches_runtime(self, seed):
+        """Values and int32 indices; every fourth configuration also runs the program without
+        indices."""
+        cfg = cases.adaptive_config(seed)
+        x = cases.adaptive_sample(
+            np.random.default_rng(seed), cfg["dtype"], cfg["shape"], cfg["ties"]
+        )
+        x_ov = x.astype(np.float32) if cfg["dtype"] == "bfloat16" else x
+        expected, expected_i = oracle.adaptive_max_pool(x_ov, cases.runtime_size(cfg))
+        y, i = cases.call_in_layout(_with_indices, x, cfg)
+        assert y.dtype == x.dtype and i.dtype == np.int32
+        np.testing.assert_array_equal(y.astype(expected.dtype), expected)
+        np.testing.assert_array_equal(i, expected_i)
+        if seed % 4 == 0:  # the values-only program
+            np.testing.assert_array_equal(
+                cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), y
+            )
+
+    @pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
+    @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+    def test_global_max_matches_runtime(self, dtype, data_format):
+        """One bin per plane (the portable program reduces the merged spatial axes).  With NaN,
+        against tests/reference.py: the runtime skips NaN."""
+        rng = np.random.default_rng(len(dtype))
+        for shape in [(2, 3, 9), (2, 3, 7, 7), (1, 2, 1, 5), (2, 2, 3, 4, 5)]:
+            output_size = [1] * (len(shape) - 2)
+            for data in ("random", "ties", "-inf", "nan"):
+                if dtype != "float32" and data in ("-inf", "nan"):
+                    continue
+                x = cases.adaptive_sample(rng, dtype, shape, ties=data == "ties")
+                if data in ("-inf", "nan"):
+                    x[rng.random(shape) < 0.3] = -np.inf
+                    x[:, 0] = -np.inf
+                if data == "nan":
+                    x[rng.random(shape) < 0.1] = np.nan
+                    expected, expected_i = reference.adaptive_max_pool(x, output_size)
+                else:
+                    expected, expected_i = oracle.adaptive_max_pool(x, output_size)
+                cfg = dict(data_format=data_format, output_size=output_size)
+                y, i = cases.call_in_layout(_with_indices, x, cfg)
+                np.testing.assert_array_equal(y, expected, err_msg=f"{shape} {data}")
+                np.testing.assert_array_equal(i, expected_i, err_msg=f"{shape} {data}")
+
+    @pytest.mark.parametrize(
+        "shape,output_size",
+        [
+            ((2, 3, 50), [3]),
+            ((1, 2, 40, 7), [1, 3]),
+            ((1, 1, 9, 30, 4), [2, 2, 4]),
+            ((2, 2, 21, 22), [2, 3]),
+        ],
+    )
+    def test_wide_bins(self, shape, output_size):
+        """Bins wider than a fused tap chain handles reduce a gathered window axis."""
+        rng = np.random.default_rng(len(shape))
+        for ties in (False, True):
+            x = cases.adaptive_sample(rng, "float32", shape, ties)
+            expected, expected_i = oracle.adaptive_max_pool(x, output_size)
+            y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
+            np.testing.assert_array_equal(y, expected)
+            np.testing.assert_array_equal(i, expected_i)
+            np.testing.assert_array_equal(jaxpool.adaptive_max_pool(x, output_size), expected)
+
+    def test_float64_and_int64_indices(self, x64):
+        rng = np.random.default_rng(11)
+        for seed in (2, 8, 14, 20):  # float32 configurations
+            cfg = cases.adaptive_config(seed)
+            x = rng.standard_normal(cfg["shape"])
+            expected, expected_i = oracle.adaptive_max_pool(
+                x.astype(np.float32), cases.runtime_size(cfg)
+            )
+            for index_element_type in (None, "i64", jnp.int64):
+                y, i = jaxpool.adaptive_max_pool(
+                    x,
+                    cfg["output_size"],
+                    return_indices=True,
+                    index_element_type=index_element_type,
+                )
+                assert y.dtype == jnp.float64 and i.dtype == jnp.int64
+                np.testing.assert_array_equal(i, expected_i)
+            np.testing.assert_array_equal(y.astype(np.float32), expected)
+
+    def test_output_size_none_and_identity(self, jit_mode):
+        x = np.random.default_rng(2).standard_normal((2, 3, 4, 1, 5)).astype(np.float32)
+        y, i = jit_mode(
+            lambda v: jaxpool.adaptive_max_pool(v, (None, None, 5), return_indices=True), x
+        )
+        np.testing.assert_array_equal(y, x)
+        np.testing.assert_array_equal(i, np.broadcast_to(np.arange(20).reshape(4, 1, 5), x.shape))
+        y, i = jaxpool.adaptive_max_pool(x, (None, 1, 2), return_indices=True)
+        expected, expected_i = oracle.adaptive_max_pool(x, (4, 1, 2))
+        np.testing.assert_array_equal(y, expected)
+        np.testing.assert_array_equal(i, expected_i)
+
+
+# --------------------------------------------------------------------------------------------
+# NaN, infinities and signed zeros, against tests/reference.py.
+# --------------------------------------------------------------------------------------------
+
+
+def _scatter_counts(indices, shape):
+    """How many outputs each input element of NCX ``shape`` is the maximum of."""
+    return reference.max_unpool(np.ones(indices.shape, np.float32), indices, shape, axis=2)
+
+
+BIT_CASES = [
+    ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
+    ((2, 3, 7, 7), (1, 1)),  # global
+    ((2, 3, 50), (16,)),  # several runs along one axis
+    ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
+    ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
+    ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
+    ((1, 2, 4, 6, 5), (2, 3, 2)),
+]
+
+
+@pytest.mark.usefixtures("class_program")
+class TestSpecialValues:
+    """NaN, infinities and signed zeros, on both programs."""
+
+    def test_nan_and_inf(self):
+        """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
+        gives -inf and its first element."""
+        rng = np.random.default_rng(4)
+        for shape, output_size in (
+            ((2, 2, 9, 7), (4, 3)),
+            ((1, 2, 30), (2,)),
+            ((1, 2, 50, 50), (16, 16)),
+        ):
+            x = rng.standard_normal(shape).astype(np.float32)
+            x[rng.random(shape) < 0.1] = np.nan
+            x[..., :3] = -np.inf
+            expected, expected_i = reference.adaptive_max_pool(x, output_size)
+            y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
+            np.testing.assert_array_equal(y, expected)
+            np.testing.assert_array_equal(i, expected_i)
+            np.testing.assert_array_equal(jaxpool.adaptive_max_pool(x, output_size), expected)
+            _, vjp = jax.vjp(lambda v, s=output_size: jaxpool.adaptive_max_pool(v, s), x)
+            (grad,) = vjp(jnp.ones(expected.shape, jnp.float32))
+            np.testing.assert_array_equal(grad, _scatter_counts(expected_i, shape))
+
+    @pytest.mark.parametrize("seed", range(2))
+    def test_specials(self, seed):
+        x = cases.special(seed)
+        for size in [(4, 4), (3, 5), (6, 2)]:
+            y, i = jaxpool.adaptive_max_pool(x, size, return_indices=True)
+            y_ref, i_ref = reference.adaptive_max_pool(x, size)
+            np.testing.assert_array_equal(np.asarray(y), y_ref)
+            np.testing.assert_array_equal(np.asarray(i), i_ref)
+            g = jax.grad(lambda x, s=size: jnp.sum(jaxpool.adaptive_max_pool(x, s)))(x)
+            np.testing.assert_array_equal(np.asarray(g), _scatter_counts(i_ref, x.shape))
+
+    @pytest.mark.parametrize("shape, output_size", BIT_CASES)
+    @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+    def test_max_keeps_the_first_maximum_bit_for_bit(self, shape, output_size, data_format):
+        """Of tied signed zeros the first is the maximum, with its sign; NaNs keep their
+        payloads."""
+        rng = np.random.default_rng(7)
+        bits = np.where(rng.random(shape) < 0.5, 0x80000000, 0).astype(np.uint32)  # -0.0 or 0.0
+        nan = rng.random(shape) < 0.05
+        bits[nan] = 0x7FC00000 + rng.integers(1, 1 << 20, int(nan.sum())).astype(np.uint32)
+        x = bits.view(np.float32)
+        x[rng.random(shape) < 0.1] = -1.0
+        expected, expected_i = reference.adaptive_max_pool(x, output_size)
+        cfg = dict(data_format=data_format, output_size=output_size)
+        y, i = cases.call_in_layout(_with_indices, x, cfg)
+        np.testing.assert_array_equal(y.view(np.uint32), expected.view(np.uint32))
+        np.testing.assert_array_equal(i, expected_i)
+        y_only = cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg)
+        np.testing.assert_array_equal(np.isnan(y_only), np.isnan(expected))
+        np.testing.assert_array_equal(y_only[y_only == 0], expected[y_only == 0])
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch and gradients.
+# --------------------------------------------------------------------------------------------
+
+
+def _planes(a, data_format):
+    """``a`` as ``(N, C, spatial elements)`` planes."""
+    a = np.asarray(a)
+    if data_format == "NXC":
+        a = np.moveaxis(a, -1, 1)
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+@pytest.mark.usefixtures("class_program")
+class TestPyTorchAndGradients:
+    """PyTorch's values, indices and gradients, and check_grads, on both programs."""
+
+    @pytest.mark.parametrize("nd", [1, 2, 3])
+    def test_matches_torch_with_grads(self, nd):
+        rng = np.random.default_rng(nd)
+        shape = (2, 3, *[13, 9, 5][:nd])
+        output_size = [5, 4, 3][:nd]
+        x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64) / 7  # tie-free
+        xt = torch.tensor(x, requires_grad=True)
+        yt, it = getattr(torch.nn.functional, f"adaptive_max_pool{nd}d")(
+            xt, output_size, return_indices=True
+        )
+        g = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.tensor(g))
+        y, vjp = jax.vjp(lambda v: jaxpool.adaptive_max_pool(v, output_size), x.astype(np.float32))
+        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            vjp(jnp.asarray(g, jnp.float32))[0], xt.grad.numpy(), rtol=1e-5, atol=1e-6
+        )
+        _, i = jaxpool.adaptive_max_pool(x.astype(np.float32), output_size, return_indices=True)
+        np.testing.assert_array_equal(i, it.numpy())
+
+    def test_grads(self, x64):
+        """Order 2 in both modes: a narrow-bin axis, a wide-bin axis (11 -> 1) and output larger
+        than input."""
+        rng = np.random.default_rng(0)
+        x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0  # tie-free
+        check_grads(
+            lambda v: jaxpool.adaptive_max_pool(v, (7, 1)), (x,), order=2, modes=("fwd", "rev")
+        )
+
+    @pytest.mark.parametrize(
+        "shape, data_format",
+        [
+            ((2, 3, 4, 5), "NCX"),
+            ((2, 4, 5, 3), "NXC"),
+            ((3, 2, 7), "NCX"),
+            ((2, 3, 2, 3, 4), "NXC"),
+        ],
+    )
+    def test_global_max_derivatives_read_the_argmax(self, shape, data_format, x64):
+        """One bin per plane: the gradient places each cotangent at the argmax (a NaN, or the
+        first of tied maxima, included) and the tangent reads ``x_dot`` there only."""
+        rng = np.random.default_rng(len(shape))
+        x = rng.integers(-3, 3, shape).astype(np.float32)  # many ties
+        x.reshape(-1)[rng.choice(x.size, 3, replace=False)] = np.nan
+        output_size = (1,) * (len(shape) - 2)
+        f = functools.partial(
+            jaxpool.adaptive_max_pool, output_size=output_size, data_format=data_format
+        )
+        y, i = f(x, return_indices=True)
+        planes, positions = _planes(x, data_format), _planes(np.asarray(i), data_format)[..., 0]
+        ct = rng.standard_normal(y.shape).astype(np.float32)
+        expected = np.zeros_like(planes)
+        np.put_along_axis(expected, positions[..., None], _planes(ct, data_format), axis=2)
+        grad = jax.grad(lambda v: jnp.sum(f(v) * ct))(x)
+        np.testing.assert_array_equal(_planes(np.asarray(grad), data_format), expected)
+
+        x_dot = rng.standard_normal(shape).astype(np.float32)
+        x_dot.reshape(-1)[rng.choice(x.size, 4, replace=False)] = np.inf
+        _, y_dot = jax.jvp(f, (x,), (x_dot,))
+        read = np.take_along_axis(_planes(x_dot, data_format), positions[..., None], axis=2)
+        np.testing.assert_array_equal(_planes(np.asarray(y_dot), data_format), read)
+
+        tie_free = rng.permutation(x.size).reshape(shape) / 7.0
+        check_grads(f, (tie_free,), order=2, modes=("fwd", "rev"))
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes.
+# --------------------------------------------------------------------------------------------
+
+
+def test_huge_input_without_indices():
+    """Checked abstractly (2**32 elements, 16 GiB); with int32 plane indices the 2**32
+    elements of one plane overflow (see test_errors.py)."""
+    huge = jax.ShapeDtypeStruct((2**12, 2**10, 2**5, 2**5), jnp.float32)
+    y = jax.eval_shape(lambda x: jaxpool.adaptive_max_pool(x, 2), huge)
+    assert y.shape == (2**12, 2**10, 2, 2)
+    y, i = jax.eval_shape(lambda x: jaxpool.adaptive_max_pool(x, 2, return_indices=True), huge)
+    assert y.shape == i.shape == (2**12, 2**10, 2, 2) and i.dtype == jnp.int32
+
+
+# --------------------------------------------------------------------------------------------
+# Random output sizes, valid and invalid, against tests/reference.py.
+# --------------------------------------------------------------------------------------------
+
+
+@hypothesis.settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+@hypothesis.given(cases.adaptive_cases())
+def test_fuzz_against_reference(config):
+    x, size, fmt = config
+    if not cases.valid_adaptive(x, size, fmt):
+        with pytest.raises((ValueError, TypeError)):
+            jaxpool.adaptive_max_pool(
+                cases.to_layout(x, fmt), size, data_format=fmt, return_indices=True
+            )
+        return
+    y_ref, i_ref = reference.adaptive_max_pool(x, size)
+    y, i = jaxpool.adaptive_max_pool(
+        cases.to_layout(x, fmt), size, data_format=fmt, return_indices=True
+    )
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(cases.from_layout(y, fmt), y_ref)
+    np.testing.assert_array_equal(cases.from_layout(i, fmt), i_ref)
+    assert 0 <= np.min(i_ref) and np.max(i_ref) < math.prod(x.shape[2:])

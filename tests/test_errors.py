@@ -1,0 +1,1015 @@
+"""One table of bad inputs for every public function.
+
+Each row is ``(fn, args, kwargs, exception, match)``: ``fn(*args, **kwargs)`` must raise
+``exception`` (``ValueError`` or ``TypeError``, at trace time) with a message that
+``re.search(match, message)`` finds.  Most messages name the argument in backticks and echo the
+offending value; :func:`names` matches both, in any order.  ``fn`` is a public function, or a
+small wrapper (``__wrapped__`` is the public function) that traces an argument under jit,
+evaluates shapes only, or builds and calls an OpenVINO layer or a Flax module.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from onnx import helper
+
+import jaxpool
+import jaxpool.onnx
+from jaxpool import nn as pnn
+from jaxpool import openvino as jov
+from jaxpool.nn import eqx as peqx
+
+V, T = ValueError, TypeError
+TRACED = r"traced value \w*Tracer"
+
+
+def names(argument, value):
+    """A regex that finds `argument` in backticks and ``value`` (a regex) in a message."""
+    return rf"(?s)(?=.*`{re.escape(argument)}`)(?=.*{value})"
+
+
+def traced(fn, attribute, *args, **static):
+    """``value -> fn(*args, **static, attribute=value)`` with ``value`` traced under jit."""
+
+    @functools.wraps(fn)
+    def call(value):
+        return jax.jit(lambda v: fn(*args, **static, **{attribute: v}))(jnp.asarray(value))
+
+    return call
+
+
+def abstract(fn):
+    """``(shape, **kwargs) -> fn(x, **kwargs)`` on a float32 ``x`` of ``shape`` that is never
+    allocated (``jax.eval_shape``)."""
+
+    @functools.wraps(fn)
+    def call(shape, *args, **kwargs):
+        x = jax.ShapeDtypeStruct(shape, jnp.float32)
+        return jax.eval_shape(lambda x: fn(x, *args, **kwargs), x)
+
+    return call
+
+
+@functools.wraps(jaxpool.max_unpool)
+def abstract_unpool(shape, **kwargs):
+    """``max_unpool`` of float32 ``y`` and int32 indices of ``shape``, never allocated."""
+    y = jax.ShapeDtypeStruct(shape, jnp.float32)
+    i = jax.ShapeDtypeStruct(shape, jnp.int32)
+    return jax.eval_shape(functools.partial(jaxpool.max_unpool, **kwargs), y, i)
+
+
+X = np.zeros((2, 3, 8, 8), np.float32)
+Y = np.zeros((2, 3, 4, 4), np.float32)
+IDX = np.zeros((2, 3, 4, 4), np.int32)
+X2 = np.zeros((1, 2, 6, 6), np.float32)
+X1 = np.ones((1, 1, 4), np.float32)
+Y1 = np.ones((1, 2, 3), np.float32)
+IDX1 = np.zeros((1, 2, 3), np.int32)
+HUGE = (2**12, 2**10, 2**5, 2**5)  # 2**32 elements, 16 GiB (never allocated)
+
+
+@functools.wraps(jov.layer)
+def layer_called(*args):
+    """Builds ``openvino.layer(*args)`` and calls it on ``X`` (and an output size of 2 x 2)."""
+    pool = jov.layer(*args)
+    return pool(X) if not pool.type.startswith("Adaptive") else pool(X, (2, 2))
+
+
+@functools.wraps(jov.layer)
+def layer_call(args, *inputs):
+    """Builds ``openvino.layer(*args)`` and calls it on ``inputs``."""
+    return jov.layer(*args)(*inputs)
+
+
+@functools.wraps(jov.layer)
+def layer_traced(args, *inputs):
+    """Builds ``openvino.layer(*args)`` and calls it under jit, every input traced."""
+    return jax.jit(jov.layer(*args))(*inputs)
+
+
+def module_called(module, *inputs):
+    """Calls an NNX module, or applies a Linen module without variables."""
+    if hasattr(module, "apply"):
+        return module.apply({}, *inputs)
+    return module(*inputs)
+
+
+def row(id, fn, *args, error, match, **kwargs):
+    return pytest.param(fn, args, kwargs, error, match, id=id)
+
+
+K = {"kernel": "2, 2", "strides": "1, 1"}
+
+# fmt: off
+ROWS = [
+    # ------------------------------------------------------------------------------ max_pool
+    row("max_pool-rank2", jaxpool.max_pool, np.zeros((4, 4), np.float32), 2, error=V,
+        match=names("x", r"\(4, 4\)")),
+    row("max_pool-rank2-message", jaxpool.max_pool, np.zeros((6, 6), np.float32), kernel=2, error=V,
+        match="`x` must have rank"),
+    row("max_pool-rank6", jaxpool.max_pool, np.zeros((1,) * 6, np.float32), 1, error=V,
+        match=names("x", r"\(1, 1, 1, 1, 1, 1\)")),
+    row("max_pool-kernel-len3", jaxpool.max_pool, X, (2, 2, 2), error=V,
+        match=names("kernel", r"\(2, 2, 2\)")),
+    row("max_pool-kernel-len3-message", jaxpool.max_pool, X2, kernel=(2, 2, 2), error=V,
+        match=r"`kernel` \(=\(2, 2, 2\)\) must have one entry"),
+    row("max_pool-strides-len1", jaxpool.max_pool, X, 2, [1], error=V,
+        match=names("strides", r"\[1\]")),
+    row("max_pool-pads_begin-len3", jaxpool.max_pool, X, 2, 1, (0, 0, 0), error=V,
+        match=names("pads_begin", r"\(0, 0, 0\)")),
+    row("max_pool-pads_end-len1", jaxpool.max_pool, X, 2, 1, 0, (1,), error=V,
+        match=names("pads_end", r"\(1,\)")),
+    row("max_pool-pads_end-len1-kw", jaxpool.max_pool, X2, kernel=2, pads_end=(1,), error=V,
+        match="`pads_end`"),
+    row("max_pool-dilations-len3", jaxpool.max_pool, X, 2, dilations=(1, 1, 1), error=V,
+        match=names("dilations", r"\(1, 1, 1\)")),
+    row("max_pool-kernel-zero", jaxpool.max_pool, X, 0, error=V, match=names("kernel", "0")),
+    row("max_pool-kernel-zero-message", jaxpool.max_pool, X2, kernel=0, error=V,
+        match=r"`kernel` \(=0\) must be positive"),
+    row("max_pool-kernel-negative", jaxpool.max_pool, X, (2, -3), error=V,
+        match=names("kernel", "-3")),
+    row("max_pool-strides-zero", jaxpool.max_pool, X, 2, 0, error=V, match=names("strides", "0")),
+    row("max_pool-strides-zero-message", jaxpool.max_pool, X2, kernel=2, strides=0, error=V,
+        match=r"`strides` \(=0\) must be positive"),
+    row("max_pool-dilations-zero", jaxpool.max_pool, X, 2, dilations=(1, 0), error=V,
+        match=names("dilations", r"\(1, 0\)")),
+    row("max_pool-dilations-zero-X2", jaxpool.max_pool, X2, kernel=2, dilations=(1, 0), error=V,
+        match="`dilations`"),
+    row("max_pool-pads_begin-negative", jaxpool.max_pool, X, 2, 1, -1, error=V,
+        match=names("pads_begin", "-1")),
+    row("max_pool-pads_begin-negative-message", jaxpool.max_pool, X2, kernel=2, pads_begin=-1,
+        error=V, match=r"`pads_begin` \(=-1\) must be at least 0"),
+    row("max_pool-pads_end-negative", jaxpool.max_pool, X, 2, 1, 0, (0, -2), error=V,
+        match=names("pads_end", "-2")),
+    row("max_pool-kernel-float", jaxpool.max_pool, X, 2.0, error=T, match=names("kernel", r"2\.0")),
+    row("max_pool-kernel-float-message", jaxpool.max_pool, X2, kernel=2.0, error=T,
+        match=r"`kernel` must be an int, got 2.0"),
+    row("max_pool-strides-float", jaxpool.max_pool, X, 2, (1.5, 1), error=T,
+        match=names("strides", r"1\.5")),
+    row("max_pool-kernel-float-array", jaxpool.max_pool, X, np.array([2.0, 2.0]), error=T,
+        match=names("kernel", r"2\.0")),
+    row("max_pool-kernel-string", jaxpool.max_pool, X, "2", error=T, match=names("kernel", "'2'")),
+    row("max_pool-kernel-string-message", jaxpool.max_pool, X2, kernel="2", error=T,
+        match="`kernel` must be an int or a sequence"),
+    row("max_pool-kernel-bool", jaxpool.max_pool, X, True, error=T, match=names("kernel", "True")),
+    row("max_pool-kernel-none", jaxpool.max_pool, X, None, error=T, match=names("kernel", "None")),
+    row("max_pool-rounding-FLOOR", jaxpool.max_pool, X, 2, rounding_type="FLOOR", error=V,
+        match=names("rounding_type", "'FLOOR'")),
+    row("max_pool-rounding-CEIL", jaxpool.max_pool, X2, kernel=2, rounding_type="CEIL", error=V,
+        match=r"`rounding_type` \(='CEIL'\)"),
+    row("max_pool-rounding-none", jaxpool.max_pool, X, 2, rounding_type=None, error=T,
+        match=names("rounding_type", "None")),
+    row("max_pool-auto_pad-Same_Upper", jaxpool.max_pool, X, 2, auto_pad="Same_Upper", error=V,
+        match=names("auto_pad", "'Same_Upper'")),
+    row("max_pool-auto_pad-SAME", jaxpool.max_pool, X, 2, auto_pad="SAME", error=V,
+        match=names("auto_pad", "'SAME'")),
+    row("max_pool-auto_pad-same", jaxpool.max_pool, X2, kernel=2, auto_pad="same", error=V,
+        match=r"`auto_pad` \(='same'\)"),
+    row("max_pool-data_format-ncx", jaxpool.max_pool, X, 2, data_format="ncx", error=V,
+        match=names("data_format", "'ncx'")),
+    row("max_pool-data_format-NHWC", jaxpool.max_pool, X, 2, data_format="NHWC", error=V,
+        match=names("data_format", "'NHWC'")),
+    row("max_pool-data_format-NCHW", jaxpool.max_pool, X2, kernel=2, data_format="NCHW", error=V,
+        match=r"`data_format` \(='NCHW'\)"),
+    row("max_pool-axis-4", jaxpool.max_pool, X, 2, return_indices=True, axis=4, error=V,
+        match=names("axis", "4")),
+    row("max_pool-axis-4-message", jaxpool.max_pool, X2, kernel=2, return_indices=True, axis=4,
+        error=V, match=r"`axis` \(=4\)"),
+    row("max_pool-axis--5", jaxpool.max_pool, X, 2, return_indices=True, axis=-5, error=V,
+        match=names("axis", "-5")),
+    row("max_pool-axis-float", jaxpool.max_pool, X, 2, return_indices=True, axis=1.0, error=T,
+        match=names("axis", r"1\.0")),
+    row("max_pool-complex", jaxpool.max_pool, X.astype(np.complex64), 2, error=T,
+        match=names("x", "complex64")),
+    row("max_pool-complex-message", jaxpool.max_pool, np.zeros((1, 2, 6), np.complex64), kernel=2,
+        error=T, match="`x` must have a floating"),
+    row("max_pool-bool", jaxpool.max_pool, X > 0, 2, error=T, match=names("x", "bool")),
+    row("max_pool-bool-message", jaxpool.max_pool, np.zeros((1, 2, 6), bool), kernel=2, error=T,
+        match="`x` must have a floating"),
+    row("max_pool-kernel-traced", traced(jaxpool.max_pool, "kernel", X), 2, error=T,
+        match=names("kernel", TRACED)),
+    row("max_pool-kernel-traced-message", traced(jaxpool.max_pool, "kernel", X2), [2, 2], error=T,
+        match="`kernel` must be static"),
+    row("max_pool-strides-traced", traced(jaxpool.max_pool, "strides", X, kernel=2), [1, 1],
+        error=T, match=names("strides", TRACED)),
+    row("max_pool-kernel-too-large", jaxpool.max_pool, X, 9, error=V, match=names("kernel", "9")),
+    row("max_pool-kernel-too-large-message", jaxpool.max_pool, X2, kernel=7, error=V,
+        match="`kernel`.*more than the padded input"),
+    row("max_pool-dilated-kernel-too-large", jaxpool.max_pool, X, 3, 1, 0, 0, dilations=4, error=V,
+        match=names("kernel", "3")),
+    row("max_pool-dilated-kernel-refused-by-the-runtime-too", jaxpool.max_pool,
+        np.zeros((1, 1, 4, 4), np.float32), kernel=[3, 3], strides=[1, 1], pads_begin=[0, 0],
+        pads_end=[0, 0], dilations=[3, 1], error=V, match="`kernel`"),
+    row("max_pool-empty-spatial", jaxpool.max_pool, np.zeros((1, 1, 0, 4), np.float32), 1, error=V,
+        match=names("x", r"\(1, 1, 0, 4\)")),
+    row("max_pool-empty-spatial-message", jaxpool.max_pool, np.zeros((1, 2, 0), np.float32),
+        kernel=1, error=V, match="non-empty spatial"),
+    row("max_pool-index_element_type-I32", jaxpool.max_pool, X, 2, return_indices=True,
+        index_element_type="I32", error=V, match=names("index_element_type", "'I32'")),
+    row("max_pool-index_element_type-int8", jaxpool.max_pool, X2, kernel=2, return_indices=True,
+        index_element_type="int8", error=V, match="`index_element_type`"),
+    row("max_pool-index_element_type-i64-no-x64", jaxpool.max_pool, X, 2, return_indices=True,
+        index_element_type="i64", error=V, match=names("index_element_type", "i64")),
+    row("max_pool-index_element_type-i64-no-x64-message", jaxpool.max_pool,
+        np.zeros((1, 1, 4), np.float32), 2, return_indices=True, index_element_type="i64", error=V,
+        match="`index_element_type`.*x64"),
+    row("max_pool-index_element_type-int64-no-x64", jaxpool.max_pool, X, 2, return_indices=True,
+        index_element_type=jnp.int64, error=V, match=names("index_element_type", "64")),
+    row("max_pool-index_element_type-float32", jaxpool.max_pool, X, 2, return_indices=True,
+        index_element_type=jnp.float32, error=V, match=names("index_element_type", "float32")),
+    row("max_pool-return_indices-string", jaxpool.max_pool, X, 2, return_indices="yes", error=T,
+        match=names("return_indices", "'yes'")),
+    row("max_pool-return_indices-string-X2", jaxpool.max_pool, X2, kernel=2, return_indices="yes",
+        error=T, match="`return_indices`"),
+    row("max_pool-index-overflow", abstract(jaxpool.max_pool), HUGE, kernel=2, return_indices=True,
+        error=V, match=names("index_element_type", "int32")),
+    row("max_pool-index-overflow-axis0", abstract(jaxpool.max_pool), HUGE, 2, return_indices=True,
+        axis=0, error=V, match=r"`index_element_type`.*int32"),
+    row("max_pool-index-overflow-i32", abstract(jaxpool.max_pool), HUGE, 2, return_indices=True,
+        axis=0, index_element_type="i32", error=V, match=r"`index_element_type`"),
+    row("max_pool-index-overflow-int8", abstract(jaxpool.max_pool), (2**12, 2**10, 2**10), 2,
+        return_indices=True, error=V, match="overflows"),
+    # ------------------------------------------------------------------------------ avg_pool
+    row("avg_pool-rank2", jaxpool.avg_pool, np.zeros((8, 8), np.float32), 2, error=V,
+        match=names("x", r"\(8, 8\)")),
+    row("avg_pool-rank2-message", jaxpool.avg_pool, np.ones((2, 3), np.float32), kernel=1, error=V,
+        match="`x` must have rank"),
+    row("avg_pool-bool-message", jaxpool.avg_pool, np.ones((1, 1, 4), bool), kernel=1, error=T,
+        match="`x` must have a floating"),
+    row("avg_pool-kernel-zero", jaxpool.avg_pool, X, (2, 0), error=V,
+        match=names("kernel", r"\(2, 0\)")),
+    row("avg_pool-kernel-zero-message", jaxpool.avg_pool, X1, kernel=0, error=V,
+        match=r"`kernel` \(=0\) must be positive"),
+    row("avg_pool-kernel-len2", jaxpool.avg_pool, X1, kernel=[2, 2], error=V,
+        match=r"`kernel` \(=\[2, 2\]\) must have one entry"),
+    row("avg_pool-strides-negative", jaxpool.avg_pool, X, 2, -1, error=V,
+        match=names("strides", "-1")),
+    row("avg_pool-strides-zero", jaxpool.avg_pool, X1, kernel=2, strides=0, error=V,
+        match=r"`strides` \(=0\)"),
+    row("avg_pool-pads-len3", jaxpool.avg_pool, X, 2, 1, (1, 1, 1), error=V,
+        match=names("pads_begin", r"\(1, 1, 1\)")),
+    row("avg_pool-pads_begin-negative", jaxpool.avg_pool, X1, kernel=2, pads_begin=-1, error=V,
+        match=r"`pads_begin` \(=-1\)"),
+    row("avg_pool-kernel-float", jaxpool.avg_pool, X, 1.5, error=T, match=names("kernel", r"1\.5")),
+    row("avg_pool-kernel-float-message", jaxpool.avg_pool, X1, kernel=2.0, error=T,
+        match="`kernel` must be an int"),
+    row("avg_pool-rounding-Ceil", jaxpool.avg_pool, X, 2, rounding_type="Ceil", error=V,
+        match=names("rounding_type", "'Ceil'")),
+    row("avg_pool-rounding-round", jaxpool.avg_pool, X1, kernel=2, rounding_type="round", error=V,
+        match=r"`rounding_type` \(='round'\)"),
+    row("avg_pool-auto_pad-VALID", jaxpool.avg_pool, X, 2, auto_pad="VALID", error=V,
+        match=names("auto_pad", "'VALID'")),
+    row("avg_pool-auto_pad-same", jaxpool.avg_pool, X1, kernel=2, auto_pad="same", error=V,
+        match=r"`auto_pad` \(='same'\)"),
+    row("avg_pool-data_format-nxc", jaxpool.avg_pool, X, 2, data_format="nxc", error=V,
+        match=names("data_format", "'nxc'")),
+    row("avg_pool-data_format-NHWC", jaxpool.avg_pool, X1, kernel=2, data_format="NHWC", error=V,
+        match=r"`data_format` \(='NHWC'\)"),
+    row("avg_pool-exclude_pad-string", jaxpool.avg_pool, X, 2, exclude_pad="true", error=T,
+        match=names("exclude_pad", "'true'")),
+    row("avg_pool-exclude_pad-yes", jaxpool.avg_pool, X1, kernel=2, exclude_pad="yes", error=T,
+        match=r"`exclude_pad` must be a bool, got 'yes'"),
+    row("avg_pool-complex", jaxpool.avg_pool, X.astype(np.complex64), 2, error=T,
+        match=names("x", "complex64")),
+    row("avg_pool-bool", jaxpool.avg_pool, X > 0, 2, error=T, match=names("x", "bool")),
+    row("avg_pool-kernel-too-large", jaxpool.avg_pool, X, (2, 11), 1, 1, 1, error=V,
+        match=names("kernel", "11")),
+    row("avg_pool-kernel-too-large-message", jaxpool.avg_pool, X1, kernel=9, error=V,
+        match="more than the padded input"),
+    row("avg_pool-kernel-traced", traced(jaxpool.avg_pool, "kernel", X), 2, error=T,
+        match=names("kernel", TRACED)),
+    row("avg_pool-empty-spatial", jaxpool.avg_pool, np.zeros((1, 1, 4, 0), np.float32), 1, error=V,
+        match=names("x", r"\(1, 1, 4, 0\)")),
+    # --------------------------------------------------------------------- adaptive_max_pool
+    row("adaptive_max_pool-output_size-zero", jaxpool.adaptive_max_pool, X, 0, error=V,
+        match=names("output_size", "0")),
+    row("adaptive_max_pool-output_size-len3", jaxpool.adaptive_max_pool, X, (2, 2, 2), error=V,
+        match=names("output_size", r"\(2, 2, 2\)")),
+    row("adaptive_max_pool-rank2", jaxpool.adaptive_max_pool, np.zeros((3, 3), np.float32), 2,
+        error=V, match=names("x", r"\(3, 3\)")),
+    row("adaptive_max_pool-data_format-Nxc", jaxpool.adaptive_max_pool, X, 2, data_format="Nxc",
+        error=V, match=names("data_format", "'Nxc'")),
+    row("adaptive_max_pool-index_element_type-int16", jaxpool.adaptive_max_pool, X, 2,
+        return_indices=True, index_element_type="int16", error=V,
+        match=names("index_element_type", "'int16'")),
+    row("adaptive_max_pool-index_element_type-i16", jaxpool.adaptive_max_pool, X1, 2,
+        return_indices=True, index_element_type="i16", error=V,
+        match=r"`index_element_type` \(='i16'\)"),
+    row("adaptive_max_pool-i64-no-x64", jaxpool.adaptive_max_pool, X, 2, return_indices=True,
+        index_element_type="i64", error=V, match=names("index_element_type", "i64")),
+    row("adaptive_max_pool-i64-no-x64-message", jaxpool.adaptive_max_pool, X1, 2,
+        return_indices=True, index_element_type="i64", error=V, match="needs 64-bit"),
+    row("adaptive_max_pool-return_indices-int", jaxpool.adaptive_max_pool, X1, 2, return_indices=1,
+        error=T, match="`return_indices` must be a bool, got 1"),
+    row("adaptive_max_pool-output_size-traced", traced(jaxpool.adaptive_max_pool, "output_size", X),
+        2, error=T, match=names("output_size", TRACED)),
+    row("adaptive_max_pool-complex", jaxpool.adaptive_max_pool, X.astype(np.complex64), 2, error=T,
+        match=names("x", "complex64")),
+    row("adaptive_max_pool-index-overflow", abstract(jaxpool.adaptive_max_pool),
+        (1, 1, 2**16, 2**16), output_size=2, return_indices=True, error=V,
+        match=names("index_element_type", "65536")),
+    # --------------------------------------------------------------------- adaptive_avg_pool
+    row("adaptive_avg_pool-output_size-negative", jaxpool.adaptive_avg_pool, X, (2, -1), error=V,
+        match=names("output_size", "-1")),
+    row("adaptive_avg_pool-output_size-float", jaxpool.adaptive_avg_pool, X, 2.5, error=T,
+        match=names("output_size", r"2\.5")),
+    row("adaptive_avg_pool-output_size-string", jaxpool.adaptive_avg_pool, X, "4", error=T,
+        match=names("output_size", "'4'")),
+    row("adaptive_avg_pool-bool", jaxpool.adaptive_avg_pool, X > 0, 2, error=T,
+        match=names("x", "bool")),
+    row("adaptive_avg_pool-empty-spatial", jaxpool.adaptive_avg_pool,
+        np.zeros((1, 1, 0, 3), np.float32), 1, error=V, match=names("x", r"\(1, 1, 0, 3\)")),
+    row("adaptive_avg_pool-output_size-traced",
+        traced(jaxpool.adaptive_avg_pool, "output_size", jnp.ones((1, 1, 4))), 2, error=T,
+        match="`output_size` must be static"),
+    # ------------------------------------------------------------------------------ max_unpool
+    row("max_unpool-indices-float", jaxpool.max_unpool, Y, IDX.astype(np.float32), X.shape,
+        axis=0, error=T, match=names("indices", "float32")),
+    row("max_unpool-indices-float-message", jaxpool.max_unpool, Y1, IDX1.astype(np.float32),
+        (1, 2, 6), axis=0, error=T, match="`indices` must have an integer dtype"),
+    row("max_unpool-indices-shape", jaxpool.max_unpool, Y, IDX[:, :, :2], X.shape, axis=0, error=V,
+        match=names("indices", r"\(2, 3, 2, 4\)")),
+    row("max_unpool-indices-shape-message", jaxpool.max_unpool, Y1, IDX1[..., :2], (1, 2, 6),
+        axis=0, error=V, match=r"`indices` of shape \(1, 2, 2\) must have the shape"),
+    row("max_unpool-output_shape-rank", jaxpool.max_unpool, Y, IDX, (2, 3, 8), axis=0, error=V,
+        match=names("output_shape", r"\(2, 3, 8\)")),
+    row("max_unpool-output_shape-rank-message", jaxpool.max_unpool, Y1, IDX1, (1, 2),
+        axis=0, error=V,
+        match=r"`output_shape` \(=\(1, 2\)\) must have one entry per dimension of `y` \(3\)"),
+    row("max_unpool-output_shape-batch", jaxpool.max_unpool, Y, IDX, (5, 3, 8, 8), axis=0, error=V,
+        match=names("output_shape", r"\(5, 3, 8, 8\)")),
+    row("max_unpool-output_shape-channels-message", jaxpool.max_unpool, Y1, IDX1, (1, 3, 6),
+        axis=0, error=V, match="must keep the batch and channel sizes"),
+    row("max_unpool-output_shape-batch-message", jaxpool.max_unpool, Y1, IDX1, (2, 2, 6),
+        axis=0, error=V, match="must keep the batch and channel sizes"),
+    row("max_unpool-output_shape-zero", jaxpool.max_unpool, Y, IDX, (2, 3, 0, 8), axis=0, error=V,
+        match=names("output_shape", r"\(2, 3, 0, 8\)")),
+    row("max_unpool-output_shape-zero-message", jaxpool.max_unpool, Y1, IDX1, (1, 2, 0),
+        axis=0, error=V, match="must be positive on every dimension of `y`"),
+    row("max_unpool-output_shape-int", jaxpool.max_unpool, Y1, IDX1, 6, axis=0, error=T,
+        match="`output_shape` must be a sequence of ints"),
+    row("max_unpool-output_shape-float", jaxpool.max_unpool, Y, IDX, (2, 3, 8.0, 8),
+        axis=0, error=T, match=names("output_shape", r"8\.0")),
+    row("max_unpool-output_shape-float-message", jaxpool.max_unpool, Y1, IDX1, (1, 2, 6.0),
+        axis=0, error=T, match="`output_shape` must be an int"),
+    row("max_unpool-output_shape-traced",
+        traced(jaxpool.max_unpool, "output_shape", Y, IDX, axis=0), X.shape, error=T,
+        match=names("output_shape", TRACED)),
+    row("max_unpool-output_shape-huge-axis0", abstract_unpool, (2**12, 2**10, 16, 16),
+        output_shape=HUGE, axis=0, error=V, match=r"`output_shape`.*4294967296"),
+    row("max_unpool-output_shape-huge-axis2", abstract_unpool, (2**12, 2**10, 16, 16),
+        output_shape=HUGE, axis=2, error=V, match=r"`output_shape`.*4294967296"),
+    row("max_unpool-axis-3", jaxpool.max_unpool, Y, IDX, X.shape, axis=3, error=V,
+        match=names("axis", "3")),
+    row("max_unpool-axis-3-lost-coordinates", jaxpool.max_unpool, Y, IDX, (2, 3, 8, 8), axis=3,
+        error=V, match=r"`axis` \(=3\) must be 0, 1 or 2"),
+    row("max_unpool-axis--1-lost-coordinates", jaxpool.max_unpool, Y, IDX, (2, 3, 8, 8), axis=-1,
+        error=V, match=r"`axis` \(=-1\) must be 0, 1 or 2"),
+    row("max_unpool-axis-3-of-rank-3", jaxpool.max_unpool, Y1, IDX1, (1, 2, 6), axis=3, error=V,
+        match=r"`axis` \(=3\) must be in \[-3, 3\)"),
+    row("max_unpool-axis--4-of-rank-3", jaxpool.max_unpool, Y1, IDX1, (1, 2, 6), axis=-4, error=V,
+        match=r"`axis` \(=-4\) must be in"),
+    row("max_unpool-axis-out-of-range", jaxpool.max_unpool, Y, IDX, X.shape, axis=7, error=V,
+        match=names("axis", "7")),
+    row("max_unpool-data_format-nxc", jaxpool.max_unpool, Y, IDX, X.shape, data_format="nxc",
+        axis=0, error=V, match=names("data_format", "'nxc'")),
+    row("max_unpool-data_format-NWC", jaxpool.max_unpool, Y1, IDX1, (1, 2, 6), data_format="NWC",
+        axis=0, error=V, match=r"`data_format` \(='NWC'\)"),
+    row("max_unpool-y-complex", jaxpool.max_unpool, Y.astype(np.complex64), IDX, X.shape,
+        axis=0, error=T, match=names("y", "complex64")),
+    row("max_unpool-y-rank2", jaxpool.max_unpool, Y[0, 0], IDX[0, 0], (8, 8), axis=0, error=V,
+        match=names("y", r"\(4, 4\)")),
+    row("max_unpool-y-rank6", jaxpool.max_unpool, np.ones((1, 2, 3, 4, 5, 6)),
+        np.zeros((1, 2, 3, 4, 5, 6), np.int32), (1, 2, 3, 4, 5, 6), axis=0, error=V,
+        match="`y` must have rank"),
+    # ---------------------------------------------------------------- openvino.layer: building
+    row("layer-malformed-xml", layer_called, "<layer type='MaxPool' version='opset8'><data",
+        error=V, match=names("xml_or_type", "<layer")),
+    row("layer-unknown-type", layer_called, "FooPool", {"kernel": "2,2", "strides": "2,2"}, error=V,
+        match=names("xml_or_type", "FooPool")),
+    row("layer-unknown-version", layer_called, "MaxPool-3", {"kernel": "2,2", "strides": "2,2"},
+        error=V, match=names("xml_or_type", "MaxPool-3")),
+    row("layer-bad-int-list", layer_called, "MaxPool", {"kernel": "2,x", "strides": "2,2"}, error=V,
+        match=names("kernel", "'2,x'")),
+    row("layer-negative-stride", layer_called, "AvgPool", {"kernel": "2,2", "strides": "-1,2"},
+        error=V, match=names("strides", "-1")),
+    row("layer-missing-kernel", layer_called, "MaxPool", {"strides": "2,2"}, error=V,
+        match=names("kernel", "missing")),
+    row("layer-unknown-attribute", layer_called, "MaxPool-1",
+        {"kernel": "2,2", "strides": "2,2", "dilations": "1,1"}, error=V,
+        match=names("dilations", "MaxPool")),
+    row("layer-bad-bool", layer_called, "AvgPool",
+        {"kernel": "2,2", "strides": "2,2", "exclude-pad": "maybe"}, error=V,
+        match=names("exclude-pad", "'maybe'")),
+    row("layer-bad-rounding", layer_called, "MaxPool-8",
+        {"kernel": "2,2", "strides": "2,2", "rounding_type": "round"}, error=V,
+        match=names("rounding_type", "'round'")),
+    row("layer-ceil_torch-before-14", layer_called, "MaxPool-8",
+        {"kernel": "2,2", "strides": "2,2", "rounding_type": "ceil_torch"}, error=V,
+        match=names("rounding_type", "ceil_torch")),
+    row("layer-bad-axis", layer_called, "MaxPool-8",
+        {"kernel": "2,2", "strides": "2,2", "axis": "x"}, error=V, match=names("axis", "'x'")),
+    row("layer-kernel-wrong-length", layer_called, "MaxPool",
+        {"kernel": "2,2,2", "strides": "2,2,2"}, error=V, match=names("kernel", r"\(2, 2, 2\)")),
+    *(row(f"layer-{k}", jov.layer, xml_or_type, attrs, error=error, match=match)
+      for k, (xml_or_type, attrs, error, match) in enumerate([
+          ("MaxPooling", None, V, r"layer type 'MaxPooling'.*'MaxPool'"),
+          ("maxpool", None, V, r"layer type 'maxpool'"),
+          ("Convolution", None, V, r"layer type 'Convolution'"),
+          ("MaxPool-9", K, V, r"MaxPool-9; MaxPool has the versions \[1, 8, 14\]"),
+          ("AvgPool-8", K, V, r"AvgPool-8; AvgPool has the versions \[1, 14\]"),
+          ("AdaptiveMaxPool-14", None, V, r"AdaptiveMaxPool-14"),
+          ("MaxPool_8", K, V, r"`xml_or_type` \(='MaxPool_8'\) must be a type name"),
+          ('<layer type="MaxPool" version="opset0"><data kernel="2" strides="1"/></layer>', None, V,
+           r"`version` \(='opset0'\).*unknown opset"),
+          ('<layer type="MaxPool" version="opset17"><data kernel="2" strides="1"/></layer>', None,
+           V, r"`version` \(='opset17'\).*unknown opset"),
+          ('<layer type="MaxPool" version="experimental"/>', None, V,
+           r"`version` \(='experimental'\).*must be 'opsetN'"),
+          ('<layer type="AdaptiveAvgPool" version="opset7"/>', None, V,
+           r"`version` \(='opset7'\) predates AdaptiveAvgPool"),
+          ('<layer type="MaxPool"><data kernel="2" strides="1"/></layer>', None, V,
+           r"without a `version` attribute"),
+          ('<layer version="opset8"/>', None, V, r"without a `type` attribute"),
+          ('<net><layer type="MaxPool" version="opset8"/></net>', None, V,
+           r"must be a <layer> element, got a <net>"),
+          ('<layer ... type="MaxPool" ... >', None, V, r"not well-formed XML"),
+          ('<layer type="MaxPool" version="opset8"><data kernel="2"/><data strides="2"/>'
+           "</layer>", None, V, r"2 <data> elements"),
+          ("MaxPool-8", dict(K, bogus="1"), V,
+           r"`bogus` is not an attribute of MaxPool-8; its attributes are \["),
+          ("AvgPool-1", dict(K, exclude_pad="true"), V,
+           r"`exclude_pad` is not an attribute of AvgPool-1 \(IR spells it `exclude-pad`\)"),
+          ("MaxPool-1", dict(K, dilations="2, 2"), V,
+           r"`dilations` is not an attribute of MaxPool-1 \(dilations need MaxPool-8"),
+          ("MaxPool-1", dict(K, axis="2"), V, r"`axis` is not an attribute of MaxPool-1"),
+          ("MaxPool-1", dict(K, data_format="NCX"), V, r"`data_format` is not an attribute"),
+          ("AdaptiveAvgPool", {"output_type": "i64"}, V,
+           r"`output_type` is not an attribute of AdaptiveAvgPool-8; it has no attributes"),
+          ("MaxPool-8", dict(K, rounding_type="ceil_torch"), V,
+           r"`rounding_type` \(='ceil_torch'\) of MaxPool-8 must be one of \['floor', 'ceil'\] "
+           r"\('ceil_torch' needs version 14\)"),
+          ("AvgPool-1", dict(K, rounding_type="ceil_torch"), V, r"needs version 14"),
+          ("MaxPool", dict(K, rounding_type="round"), V, r"`rounding_type` \(='round'\)"),
+          ("AvgPool", dict(K, auto_pad="notset"), V,
+           r"`auto_pad` \(='notset'\) of AvgPool-14 must be one of \['explicit', 'valid'"),
+          ("MaxPool", {"kernel": "2 2", "strides": "1, 1"}, V,
+           r"`kernel` \(='2 2'\) must be comma-separated integers"),
+          ("MaxPool", {"kernel": "2,,2", "strides": "1, 1"}, V, r"`kernel` \(='2,,2'\)"),
+          ("MaxPool", {"kernel": "2.0, 2", "strides": "1, 1"}, V, r"`kernel` \(='2.0, 2'\)"),
+          ("MaxPool", {"kernel": "", "strides": "1, 1"}, V, r"`kernel` \(=''\)"),
+          ("MaxPool", {"kernel": "0, 2", "strides": "1, 1"}, V,
+           r"`kernel` \(='0, 2'\) must be positive"),
+          ("MaxPool", dict(K, strides="1, 0"), V, r"`strides` \(='1, 0'\) must be positive"),
+          ("MaxPool", dict(K, pads_begin="-1, 0"), V,
+           r"`pads_begin` \(='-1, 0'\) must be non-negative"),
+          ("MaxPool", dict(K, dilations="0, 1"), V, r"`dilations` \(='0, 1'\)"),
+          ("MaxPool", dict(K, index_element_type="u8"), V,
+           r"`index_element_type` \(='u8'\) of MaxPool-14 must be one of \['i32', 'i64'\]"),
+          ("AdaptiveMaxPool", {"index_element_type": "int32"}, V,
+           r"`index_element_type` \(='int32'\)"),
+          ("MaxPool", dict(K, axis="two"), V, r"`axis` \(='two'\) must be an integer"),
+          ("AvgPool", dict(K, **{"exclude-pad": "yes"}), V,
+           r"`exclude-pad` \(='yes'\) must be 'true' or 'false'"),
+          ("MaxPool", {"strides": "1, 1"}, V, r"`kernel` is a required attribute of MaxPool-14"),
+          ("AvgPool-1", {"kernel": "2"}, V, r"`strides` is a required attribute of AvgPool-1"),
+          ('<layer type="MaxPool" version="opset8"/>', None, V, r"`kernel` is a required"),
+          ('<layer type="MaxPool" version="opset8"/>', {"kernel": "2"}, T,
+           r"`attrs` must be None when `xml_or_type` is a <layer>"),
+          ("MaxPool", {"kernel": [2, 2], "strides": "1"}, T,
+           r"`attrs\['kernel'\]` must be an IR string .* got \[2, 2\] of type list"),
+          ("MaxPool", [("kernel", "2")], T, r"`attrs` must be a mapping"),
+          (8, None, T, r"`xml_or_type` must be <layer> XML text or a type name"),
+      ])),
+    # ----------------------------------------------------------------- openvino.layer: calling
+    row("layer-call-avg-two-inputs", layer_call, ("AvgPool", K), X1, [2, 2], error=T,
+        match=r"AvgPool-14 takes 1 input\(s\) \(`x`\), got 2"),
+    row("layer-call-adaptive-one-input", layer_call, ("AdaptiveMaxPool",), X1, error=T,
+        match=r"AdaptiveMaxPool-8 takes 2 input\(s\) \(`x` and `output_size`\), got 1"),
+    row("layer-call-output_size-2d", layer_call, ("AdaptiveAvgPool",), X1, np.array([[2, 2]]),
+        error=V, match=r"`output_size` of AdaptiveAvgPool-8 must be a 1-D"),
+    row("layer-call-output_size-traced", layer_traced, ("AdaptiveAvgPool",),
+        np.ones((1, 1, 4, 4), np.float32), np.array([2, 2]), error=T, match=r"`output_size`"),
+    row("layer-call-kernel-refused-by-the-function", layer_call,
+        ("MaxPool-1", {"kernel": "2, 2, 2", "strides": "1"}), np.ones((1, 1, 4, 4), np.float32),
+        error=V, match=r"`kernel`"),
+    row("layer-call-i64-without-x64", layer_call, ("MaxPool-8", K),
+        np.ones((1, 1, 4, 4), np.float32), error=V, match=r"`index_element_type`"),
+    # ------------------------------------------------------------------- Flax modules
+    row("nn.MaxPool-rounding_type", module_called, pnn.MaxPool(2, rounding_type="round"),
+        np.zeros((2, 7, 6, 3), np.float32), error=V, match=r"`rounding_type` \(='round'\)"),
+    row("nn.linen.AvgPool-data_format", module_called, pnn.linen.AvgPool(2, data_format="NHWC"),
+        np.zeros((2, 7, 6, 3), np.float32), error=V, match=r"`data_format` \(='NHWC'\)"),
+]
+# fmt: on
+
+# The adaptive pools share these rows.
+for _fn in (jaxpool.adaptive_max_pool, jaxpool.adaptive_avg_pool):
+    _name = _fn.__name__
+    ROWS += [
+        row(
+            f"{_name}-rank2-message",
+            _fn,
+            np.ones((2, 3), np.float32),
+            2,
+            error=V,
+            match="`x` must have rank",
+        ),
+        row(
+            f"{_name}-bool-message",
+            _fn,
+            np.ones((1, 1, 4), bool),
+            2,
+            error=T,
+            match="`x` must have a floating",
+        ),
+        row(
+            f"{_name}-output_size-zero-message",
+            _fn,
+            X1,
+            0,
+            error=V,
+            match=r"`output_size` \(=0\) must be positive on every spatial axis",
+        ),
+        row(
+            f"{_name}-output_size-len2",
+            _fn,
+            X1,
+            [2, 2],
+            error=V,
+            match=r"`output_size` \(=\[2, 2\]\) must have one entry",
+        ),
+        row(
+            f"{_name}-output_size-string-message",
+            _fn,
+            X1,
+            "2",
+            error=T,
+            match="`output_size` must be an int or a sequence",
+        ),
+        row(
+            f"{_name}-output_size-float-message",
+            _fn,
+            X1,
+            2.5,
+            error=T,
+            match="`output_size` must be an int",
+        ),
+        row(
+            f"{_name}-data_format-NWC",
+            _fn,
+            X1,
+            2,
+            data_format="NWC",
+            error=V,
+            match=r"`data_format` \(='NWC'\)",
+        ),
+    ]
+
+
+# ---------------------------------------------------------------- lp_pool, ROI, ONNX, Equinox
+X_ROI = np.zeros((2, 8, 6, 6), np.float32)
+R4 = np.zeros((3, 4), np.float32)
+R5 = np.zeros((3, 5), np.float32)
+B = np.zeros(3, np.int32)
+X_EQX = np.zeros((4, 3, 9, 7), np.float32)  # a batch where Equinox layers take one example
+
+
+def called(fn, call):
+    """``call`` (no arguments), counted as a row of the public function ``fn``."""
+    return functools.wraps(fn)(lambda: call())
+
+
+ROWS += [
+    row(
+        "lp_pool-bad-1",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p=0,
+        error=V,
+        match=r"`p` \(=0\)",
+    ),
+    row(
+        "lp_pool-bad-2",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p=-1.5,
+        error=V,
+        match=r"`p` \(=-1.5\)",
+    ),
+    row(
+        "lp_pool-bad-3",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p=math.inf,
+        error=V,
+        match=r"`p` \(=inf\)",
+    ),
+    row(
+        "lp_pool-bad-4",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p=math.nan,
+        error=V,
+        match=r"`p` \(=nan\)",
+    ),
+    row(
+        "lp_pool-bad-5",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p=True,
+        error=T,
+        match=r"`p` must be a positive int or float, got True",
+    ),
+    row(
+        "lp_pool-bad-6",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        p="2",
+        error=T,
+        match=r"`p` must be a positive int or float, got '2'",
+    ),
+    row(
+        "lp_pool-bad-7",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=2,
+        dilations=0,
+        error=V,
+        match=r"`dilations` \(=0\)",
+    ),
+    row(
+        "lp_pool-bad-8",
+        jaxpool.lp_pool,
+        np.ones((1, 1, 5), np.float32),
+        kernel=4,
+        dilations=2,
+        error=V,
+        match=r"`kernel` \(=\(4,\)\) with `dilations`",
+    ),
+    row(
+        "roi_align-bad-1",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R5, B, 2)),
+        error=V,
+        match=r"`rois` \(shape \(3, 5\)\)",
+    ),
+    row(
+        "roi_align-bad-2",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B[:2], 2)),
+        error=V,
+        match=r"`batch_indices` \(shape \(2,\)\)",
+    ),
+    row(
+        "roi_align-bad-3",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B.astype(np.float32), 2)),
+        error=T,
+        match="`batch_indices`",
+    ),
+    row(
+        "roi_align-bad-4",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4.astype(np.int32), B, 2)),
+        error=T,
+        match="`rois`",
+    ),
+    row(
+        "roi_align-bad-5",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 2, mode="mean")),
+        error=V,
+        match="`mode` \\(='mean'\\)",
+    ),
+    row(
+        "roi_align-bad-6",
+        called(
+            jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 2, aligned_mode="center")
+        ),
+        error=V,
+        match="`aligned_mode`",
+    ),
+    row(
+        "roi_align-bad-7",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 0)),
+        error=V,
+        match="`output_size`",
+    ),
+    row(
+        "roi_align-bad-8",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, (2, 2, 2))),
+        error=V,
+        match="`output_size`",
+    ),
+    row(
+        "roi_align-bad-9",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 2, sampling_ratio=-1)),
+        error=V,
+        match="`sampling_ratio`",
+    ),
+    row(
+        "roi_align-bad-10",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI[0], R4, B, 2)),
+        error=V,
+        match="`x` must have rank 4",
+    ),
+    row(
+        "roi_align-bad-11",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI.astype(np.int32), R4, B, 2)),
+        error=T,
+        match="`x`",
+    ),
+    row(
+        "roi_align-bad-12",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 2, data_format="NHWC")),
+        error=V,
+        match="`data_format`",
+    ),
+    row(
+        "roi_align-bad-13",
+        called(jaxpool.roi_align, lambda: jaxpool.roi_align(X_ROI, R4, B, 2, spatial_scale="1")),
+        error=T,
+        match="`spatial_scale`",
+    ),
+    row(
+        "roi_align_rotated-bad-1",
+        called(jaxpool.roi_align_rotated, lambda: jaxpool.roi_align_rotated(X_ROI, R4, B, 2)),
+        error=V,
+        match=r"`rois` \(shape \(3, 4\)\)",
+    ),
+    row(
+        "roi_align_rotated-bad-2",
+        called(jaxpool.roi_align_rotated, lambda: jaxpool.roi_align_rotated(X_ROI, R5, B[:1], 2)),
+        error=V,
+        match="`batch_indices`",
+    ),
+    row(
+        "roi_align_rotated-bad-3",
+        called(
+            jaxpool.roi_align_rotated,
+            lambda: jaxpool.roi_align_rotated(X_ROI, R5, B, 2, clockwise=1),
+        ),
+        error=T,
+        match="`clockwise`",
+    ),
+    row(
+        "roi_pool-bad-1",
+        called(jaxpool.roi_pool, lambda: jaxpool.roi_pool(X_ROI, R4, 2)),
+        error=V,
+        match=r"`rois` \(shape \(3, 4\)\)",
+    ),
+    row(
+        "roi_pool-bad-2",
+        called(jaxpool.roi_pool, lambda: jaxpool.roi_pool(X_ROI, R5, 2, method="avg")),
+        error=V,
+        match="`method` \\(='avg'\\)",
+    ),
+    row(
+        "psroi_pool-bad-1",
+        called(jaxpool.psroi_pool, lambda: jaxpool.psroi_pool(X_ROI, R4, 2, 2)),
+        error=V,
+        match=r"`rois` \(shape \(3, 4\)\)",
+    ),
+    row(
+        "psroi_pool-bad-2",
+        called(jaxpool.psroi_pool, lambda: jaxpool.psroi_pool(X_ROI, R5, 3, 2)),
+        error=V,
+        match="8 channels.*`output_dim`",
+    ),
+    row(
+        "psroi_pool-bad-3",
+        called(
+            jaxpool.psroi_pool,
+            lambda: jaxpool.psroi_pool(X_ROI, R5, 2, 2, mode="bilinear", spatial_bins=3),
+        ),
+        error=V,
+        match="8 channels.*bins_y",
+    ),
+    row(
+        "psroi_pool-bad-4",
+        called(jaxpool.psroi_pool, lambda: jaxpool.psroi_pool(X_ROI, R5, 0, 2)),
+        error=V,
+        match="`output_dim`",
+    ),
+    row(
+        "psroi_pool-bad-5",
+        called(jaxpool.psroi_pool, lambda: jaxpool.psroi_pool(X_ROI, R5, 2, 2, mode="max")),
+        error=V,
+        match="`mode`",
+    ),
+    row(
+        "onnx.node-bad-1",
+        called(
+            jaxpool.onnx.node, lambda: jaxpool.onnx.node(helper.make_node("Conv", ["x"], ["y"]))
+        ),
+        error=V,
+        match="op_type 'Conv'",
+    ),
+    row(
+        "onnx.node-bad-2",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], domain="custom")
+            ),
+        ),
+        error=V,
+        match="domain 'custom'",
+    ),
+    row(
+        "onnx.node-bad-3",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], p=2)
+            ),
+        ),
+        error=V,
+        match="`p` is not an attribute of MaxPool",
+    ),
+    row(
+        "onnx.node-bad-4",
+        called(
+            jaxpool.onnx.node, lambda: jaxpool.onnx.node(helper.make_node("LpPool", ["x"], ["y"]))
+        ),
+        error=V,
+        match="`kernel_shape` is a required",
+    ),
+    row(
+        "onnx.node-bad-5",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], pads=[1])
+            ),
+        ),
+        error=V,
+        match=r"`pads` \(=\[1\]\)",
+    ),
+    row(
+        "onnx.node-bad-6",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], auto_pad="SAME")
+            ),
+        ),
+        error=V,
+        match=r"`auto_pad` \(='SAME'\)",
+    ),
+    row(
+        "onnx.node-bad-7",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], ceil_mode=2)
+            ),
+        ),
+        error=V,
+        match=r"`ceil_mode` \(=2\)",
+    ),
+    row(
+        "onnx.node-bad-8",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(
+                helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], storage_order=3)
+            ),
+        ),
+        error=V,
+        match=r"`storage_order` \(=3\)",
+    ),
+    row(
+        "onnx.node-bad-9",
+        called(
+            jaxpool.onnx.node,
+            lambda: jaxpool.onnx.node(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=2.0)),
+        ),
+        error=V,
+        match="`kernel_shape` of MaxPool must be ints",
+    ),
+    row(
+        "nn.eqx-bad-1",
+        lambda: peqx.MaxPool(2, num_spatial_dims=4),
+        error=V,
+        match=r"`num_spatial_dims` \(=4\)",
+    ),
+    row(
+        "nn.eqx-bad-2",
+        lambda: peqx.MaxPool((2, 2, 2), num_spatial_dims=2),
+        error=V,
+        match=r"`kernel`",
+    ),
+    row(
+        "nn.eqx-bad-3",
+        lambda: peqx.AvgPool(2, -1, num_spatial_dims=1),
+        error=V,
+        match=r"`strides` \(=-1\)",
+    ),
+    row(
+        "nn.eqx-bad-4",
+        lambda: peqx.MaxPool(2, num_spatial_dims=1, rounding_type="up"),
+        error=V,
+        match=r"`rounding_type` \(='up'\)",
+    ),
+    row(
+        "nn.eqx-bad-5",
+        lambda: peqx.AdaptiveAvgPool(0, num_spatial_dims=2),
+        error=V,
+        match=r"`output_size`",
+    ),
+    row(
+        "nn.eqx-bad-6",
+        lambda: peqx.MaxPool(2, num_spatial_dims=2)(X_EQX),
+        error=V,
+        match=r"`x` must be unbatched",
+    ),
+    row("nn.eqx-bad-7", lambda: peqx.MaxPool(2), error=T, match=r"num_spatial_dims"),
+    row(
+        "max_unpool-axis-missing",
+        jaxpool.max_unpool,
+        Y,
+        IDX,
+        X.shape,
+        error=T,
+        match="required keyword-only argument: 'axis'",
+    ),
+    row(
+        "max_unpool-axis-None",
+        jaxpool.max_unpool,
+        Y,
+        IDX,
+        X.shape,
+        axis=None,
+        error=T,
+        match=names("axis", "None"),
+    ),
+    row(
+        "max_unpool-combine-min",
+        jaxpool.max_unpool,
+        Y,
+        IDX,
+        X.shape,
+        axis=0,
+        combine="min",
+        error=V,
+        match=names("combine", "'min'"),
+    ),
+    row(
+        "max_unpool-combine-type",
+        jaxpool.max_unpool,
+        Y,
+        IDX,
+        X.shape,
+        axis=0,
+        combine=max,
+        error=T,
+        match="`combine` must be a string",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs", "error", "match"), ROWS)
+def test_bad_input(fn, args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fn(*args, **kwargs)
+
+
+def _public(fn):
+    if isinstance(fn, functools.partial):
+        return fn.func
+    return getattr(fn, "__wrapped__", fn)
+
+
+def test_table_is_large_unique_and_covers_every_public_function():
+    ids = [r.id for r in ROWS]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 200
+    covered = {_public(r.values[0]) for r in ROWS}
+    public = {
+        getattr(jaxpool, name)
+        for name in jaxpool.__all__
+        if inspect.isfunction(getattr(jaxpool, name))
+    }
+    assert {
+        jaxpool.max_pool,
+        jaxpool.avg_pool,
+        jaxpool.adaptive_max_pool,
+        jaxpool.adaptive_avg_pool,
+        jaxpool.max_unpool,
+    } <= public
+    missing = {fn.__name__ for fn in public | {jov.layer} if fn not in covered}
+    assert not missing, f"public functions without a row: {sorted(missing)}"
+    for r in ROWS:
+        assert r.values[3] in (ValueError, TypeError), r.id
+        re.compile(r.values[4])

@@ -1,0 +1,83 @@
+"""Numerics every op shares: 16-bit floats keep their dtype with float32-accurate values and
+gradients, and results are bitwise reproducible run to run.
+
+(Each op's NaN and infinity policy is checked in its own module, against the reference.)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpool
+
+GRAD_OPS = {
+    "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1),
+    "avg_pool": lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1),
+    "avg_pool-exclude": lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1, exclude_pad=True),
+    "adaptive_max_pool": lambda x: jaxpool.adaptive_max_pool(x, (3, 2)),
+    "adaptive_avg_pool": lambda x: jaxpool.adaptive_avg_pool(x, (3, 2)),
+}
+
+
+@pytest.mark.usefixtures("class_program")
+class Test16Bit:
+    """16-bit values and gradients, on both programs."""
+
+    @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+    @pytest.mark.parametrize("op", list(GRAD_OPS))
+    def test_16_bit_values_and_gradients(self, op, dtype):
+        fn = GRAD_OPS[op]
+        rng = np.random.default_rng(0)
+        # Distinct small integers: exact in 16 bits, no ties.
+        x32 = (rng.permutation(2 * 2 * 7 * 6).reshape(2, 2, 7, 6) - 84).astype(np.float32) / 4
+        x16 = jnp.asarray(x32, dtype)
+        ct32 = rng.integers(-3, 4, np.shape(jax.eval_shape(fn, x16))).astype(np.float32)
+        ct16 = jnp.asarray(ct32, dtype)
+        y16 = fn(x16)
+        assert y16.dtype == dtype
+        y32 = fn(jnp.asarray(x16, jnp.float32))
+        tol = 1e-2 if dtype == jnp.bfloat16 else 1e-3
+        np.testing.assert_allclose(np.asarray(y16, np.float32), np.asarray(y32), rtol=tol, atol=tol)
+        g16 = jax.grad(lambda x: jnp.sum((fn(x) * ct16).astype(jnp.float32)))(x16)
+        g32 = jax.grad(lambda x: jnp.sum(fn(x) * ct32))(jnp.asarray(x16, jnp.float32))
+        assert g16.dtype == dtype
+        np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", list(GRAD_OPS) + ["max_unpool"])
+def test_bitwise_deterministic(op):
+    if op in ("adaptive_max_pool", "max_unpool") and jax.default_backend() == "gpu":
+        pytest.skip(
+            "a GPU's scatter-add sums repeated indices in no fixed order "
+            "(unless XLA_FLAGS has --xla_gpu_deterministic_ops=true)"
+        )
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8, 33, 31)).astype(np.float32)
+    if op == "max_unpool":
+        _, idx = jaxpool.max_pool(x, 3, 1, 1, 1, return_indices=True)  # overlapping windows
+
+        def fn(y):
+            return jaxpool.max_unpool(y, idx, x.shape, axis=0)
+
+        x = rng.standard_normal(idx.shape).astype(np.float32)
+    elif op == "max_pool":
+
+        def fn(x):
+            return jaxpool.max_pool(x, 3, 1, 1, 1)  # overlapping windows: scatter-add backward
+    else:
+        fn = GRAD_OPS[op]
+    ct = rng.standard_normal(jax.eval_shape(fn, x).shape).astype(np.float32)
+
+    def run():
+        value_and_grad = jax.jit(jax.value_and_grad(lambda x: jnp.sum(fn(x) * ct)))
+        value, grad = value_and_grad(x)
+        return np.asarray(fn(x)), np.asarray(value), np.asarray(grad)
+
+    first, second = run(), run()
+    jax.clear_caches()
+    third = run()
+    for a, b, c in zip(first, second, third, strict=False):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
