@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxpool._src import onnx_ops
 
 _SLIDING = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
 _ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -143,104 +144,14 @@ class Node:
             )
         y, indices = jaxpool.max_pool(x, **self.kwargs)
         if self.storage_order == 1:
-            # Row-major spatial offsets to column-major ones, in each (n, c) plane.
-            spatial = x.shape[2:]
-            size = math.prod(spatial)
-            plane = indices - indices % size
-            position = indices % size
-            column_major = jnp.zeros_like(position)
-            stride = 1
-            for axis, length in enumerate(spatial):
-                row_stride = math.prod(spatial[axis + 1 :])
-                column_major = column_major + (position // row_stride % length) * stride
-                stride *= length
-            indices = plane + column_major
+            indices = onnx_ops.column_major(indices, x.shape[2:])
         return y, indices
 
     def _average_pool(self, x: jax.Array) -> jax.Array:
-        # ONNX counts the taps inside the padded input: pool the zero-padded input, excluding
-        # only what lies beyond it, then keep the node's windows.
-        import jaxpool
-        from jaxpool._src import window as window_lib
-
-        kwargs = self.kwargs
-        window = window_lib.make_window(
-            x.shape,
-            kwargs["kernel"],
-            kwargs["strides"],
-            kwargs["pads_begin"],
-            kwargs["pads_end"],
-            kwargs["dilations"],
-            rounding_type=kwargs["rounding_type"],
-            auto_pad=kwargs["auto_pad"],
-        )
-        widths = [(0, 0), (0, 0), *zip(window.pads_begin, window.pads_end)]
-        ends = [
-            max(0, (o - 1) * s + (k - 1) * d + 1 - (length + pb + pe))
-            for o, s, k, d, length, (pb, pe) in zip(
-                window.out_spatial,
-                window.strides,
-                window.kernel,
-                window.dilations,
-                window.in_spatial,
-                widths[2:],
-            )
-        ]
-        if not any(ends) or not (any(window.pads_begin) or any(window.pads_end)):
-            return jaxpool.avg_pool(x, **kwargs)  # the divisors agree with OpenVINO's
-        padded = jnp.pad(x, widths)
-        y = jaxpool.avg_pool(
-            padded,
-            window.kernel,
-            window.strides,
-            0,
-            ends,
-            exclude_pad=True,
-            dilations=window.dilations,
-        )
-        keep = (slice(None), slice(None)) + tuple(slice(0, o) for o in window.out_spatial)
-        return y[keep]
+        return onnx_ops.average_pool(x, self.kwargs)
 
     def _max_unpool(self, x: Any, indices: Any, output_shape: Any = None) -> jax.Array:
-        import jaxpool
-
-        x = jnp.asarray(x)
-        kwargs = self.kwargs
-        kernel, strides, pads_begin, pads_end = (
-            kwargs[name] for name in ("kernel", "strides", "pads_begin", "pads_end")
-        )
-        if x.ndim < 3:
-            raise ValueError(f"`x` of MaxUnpool must have rank 3 or more, got shape {x.shape}.")
-        nd = x.ndim - 2
-        _check_length("kernel_shape", kernel, nd)
-        strides = strides or (1,) * nd
-        pads_begin, pads_end = pads_begin or (0,) * nd, pads_end or (0,) * nd
-        for name, value in (("strides", strides), ("pads", pads_begin)):
-            _check_length(name, value, nd)
-        inferred = (
-            *x.shape[:2],
-            *(
-                (n - 1) * s - pb - pe + k
-                for n, s, pb, pe, k in zip(x.shape[2:], strides, pads_begin, pads_end, kernel)
-            ),
-        )
-        if isinstance(indices, np.ndarray) and not _x64_enabled():
-            if indices.size and indices.max() > np.iinfo(np.int32).max:
-                raise ValueError(
-                    f"`indices` of MaxUnpool go up to {indices.max()}, beyond int32; enable "
-                    "`jax_enable_x64`."
-                )
-            indices = indices.astype(np.int32)
-        y = jaxpool.max_unpool(x, indices, inferred, axis=0, combine="max")
-        if output_shape is None:
-            return y
-        shape = tuple(int(v) for v in np.asarray(output_shape).reshape(-1))
-        if len(shape) != len(inferred) or any(s < i for s, i in zip(shape, inferred)):
-            raise ValueError(
-                f"`output_shape` (={shape}) of MaxUnpool must have one entry per dimension of "
-                f"`x` and be at least the inferred shape {inferred}."
-            )
-        return jnp.pad(y, [(0, s - i) for s, i in zip(shape, inferred)])
+        return onnx_ops.max_unpool(x, indices, output_shape, self.kwargs)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.arguments)
@@ -266,13 +177,6 @@ def _x64_enabled() -> bool:
     from jaxpool._src import indices as indices_lib
 
     return indices_lib.x64_enabled()
-
-
-def _check_length(name: str, value: tuple[int, ...], nd: int) -> None:
-    if len(value) != nd:
-        raise ValueError(
-            f"`{name}` (={list(value)}) must have one entry per spatial axis of `x` ({nd})."
-        )
 
 
 def _attributes(node: Any, op_type: str) -> dict[str, Any]:
@@ -315,7 +219,7 @@ def _sliding(op_type: str, values: dict[str, Any]) -> tuple[tuple[str, Any], ...
     nd = len(kernel)
     for name in ("strides", "dilations"):
         if name in values:
-            _check_length(name, values[name], nd)
+            onnx_ops.check_length(name, values[name], nd)
     pads = values.get("pads", (0,) * 2 * nd)
     if len(pads) != 2 * nd:
         raise ValueError(

@@ -11,6 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxpool._src import ir_values, openvino_roi
+
 # Versions of each operation, and the opsets that introduced them.
 _VERSIONS = {
     "MaxPool": (1, 8, 14),
@@ -84,8 +86,6 @@ _ROI_INPUTS = {
 }
 _REQUIRED = ("kernel", "strides")
 _AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
-_INT_LIST_RE = re.compile(r"^\s*-?\d+\s*(,\s*-?\d+\s*)*$")
-_INT_RE = re.compile(r"^\s*-?\d+\s*$")
 _TYPE_RE = re.compile(r"^([A-Za-z]+)(?:-(\d+))?$")
 _OPSET_RE = re.compile(r"^opset(\d+)$")
 
@@ -351,38 +351,6 @@ def _parse_xml(xml: str | bytes | ElementTree.Element) -> tuple[str, int, dict[s
     return op_type, version, attrs
 
 
-# --------------------------------------------------------------------------------------------
-# Attribute values.
-# --------------------------------------------------------------------------------------------
-
-
-def _int_list(name: str, text: str) -> tuple[int, ...]:
-    if not _INT_LIST_RE.match(text):
-        raise ValueError(f"`{name}` (={text!r}) must be comma-separated integers, such as '2, 2'.")
-    values = tuple(int(v) for v in text.split(","))
-    minimum = _INT_LISTS[name]
-    if any(v < minimum for v in values):
-        what = "positive" if minimum == 1 else "non-negative"
-        raise ValueError(f"`{name}` (={text!r}) must be {what} on every spatial axis.")
-    return values
-
-
-def _word(name: str, text: str, allowed: tuple[str, ...], where: str, hint: str = "") -> str:
-    value = text.strip().lower()
-    if value not in allowed:
-        raise ValueError(f"`{name}` (={text!r}) of {where} must be one of {list(allowed)}{hint}.")
-    return value
-
-
-def _bool(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1"):
-        return True
-    if value in ("false", "0"):
-        return False
-    raise ValueError(f"`{name}` (={text!r}) must be 'true' or 'false' (or '1' or '0').")
-
-
 def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
     where = f"{op_type}-{version}"
     known = _ATTRIBUTES[(op_type, version)]
@@ -399,11 +367,11 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
             raise ValueError(f"`{name}` is not an attribute of {where}{hint}; {allowed}.")
 
     if op_type in _ROI_INPUTS:
-        return _bind_roi(op_type, version, attrs)
+        return Layer(op_type, version, *openvino_roi.roi_arguments(op_type, version, attrs))
     if op_type.startswith("Adaptive"):
         if op_type == "AdaptiveAvgPool":
             return Layer(op_type, version, "adaptive_avg_pool", ())
-        index_type = _word(
+        index_type = ir_values.word(
             "index_element_type", attrs.get("index_element_type", "i64"), ("i32", "i64"), where
         )
         return Layer(
@@ -417,15 +385,15 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
         if name not in attrs:
             raise ValueError(f"`{name}` is a required attribute of {where} and is missing.")
     lists = {
-        name: _int_list(name, attrs[name]) if name in attrs else None
+        name: ir_values.int_list(name, attrs[name], _INT_LISTS[name]) if name in attrs else None
         for name in ("kernel", "strides", "pads_begin", "pads_end", "dilations")
     }
     rounding_types = ("floor", "ceil", "ceil_torch") if version >= 14 else ("floor", "ceil")
     hint = "" if version >= 14 else " ('ceil_torch' needs version 14)"
-    rounding_type = _word(
+    rounding_type = ir_values.word(
         "rounding_type", attrs.get("rounding_type", "floor"), rounding_types, where, hint
     )
-    auto_pad = _word("auto_pad", attrs.get("auto_pad", "explicit"), _AUTO_PADS, where)
+    auto_pad = ir_values.word("auto_pad", attrs.get("auto_pad", "explicit"), _AUTO_PADS, where)
     common = (
         ("kernel", lists["kernel"]),
         ("strides", lists["strides"]),
@@ -434,7 +402,7 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
     )
 
     if op_type == "AvgPool":
-        exclude_pad = _bool("exclude-pad", attrs.get("exclude-pad", "true"))
+        exclude_pad = ir_values.boolean("exclude-pad", attrs.get("exclude-pad", "true"))
         return Layer(
             op_type,
             version,
@@ -450,11 +418,11 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
     arguments = (*common, ("rounding_type", rounding_type), ("auto_pad", auto_pad))
     if version == 1:
         return Layer(op_type, version, "max_pool", arguments)
-    index_type = _word(
+    index_type = ir_values.word(
         "index_element_type", attrs.get("index_element_type", "i64"), ("i32", "i64"), where
     )
     axis_text = attrs.get("axis", "0")
-    if not _INT_RE.match(axis_text):
+    if not ir_values.INT_RE.match(axis_text):
         raise ValueError(f"`axis` (={axis_text!r}) must be an integer, such as '0' or '2'.")
     return Layer(
         op_type,
@@ -468,99 +436,3 @@ def _bind(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
             ("axis", int(axis_text)),
         ),
     )
-
-
-# --------------------------------------------------------------------------------------------
-# The ROI layers.
-# --------------------------------------------------------------------------------------------
-
-_ROI_REQUIRED = {
-    "ROIPooling": ("spatial_scale",),
-    "ROIAlign": ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale", "mode"),
-    "ROIAlignRotated": ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale"),
-    "PSROIPooling": ("output_dim", "group_size", "spatial_scale"),
-}
-
-
-def _int(name: str, text: str, minimum: int) -> int:
-    if not _INT_RE.match(text):
-        raise ValueError(f"`{name}` (={text!r}) must be an integer.")
-    value = int(text)
-    if value < minimum:
-        raise ValueError(f"`{name}` (={text!r}) must be at least {minimum}.")
-    return value
-
-
-def _float(name: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"`{name}` (={text!r}) must be a number, such as '0.0625'.") from None
-    if not np.isfinite(value):
-        raise ValueError(f"`{name}` (={text!r}) must be finite.")
-    return value
-
-
-def _bind_roi(op_type: str, version: int, attrs: dict[str, str]) -> Layer:
-    """ROIPooling-1/-2, ROIAlign-3/-9, ROIAlignRotated-15 and PSROIPooling-1."""
-    where = f"{op_type}-{version}"
-    for name in _ROI_REQUIRED[op_type]:
-        if name not in attrs:
-            raise ValueError(f"`{name}` is a required attribute of {where} and is missing.")
-    scale = ("spatial_scale", _float("spatial_scale", attrs["spatial_scale"]))
-    if op_type == "PSROIPooling":
-        mode = _word("mode", attrs.get("mode", "average"), ("average", "bilinear"), where)
-        bins = (
-            _int("spatial_bins_y", attrs.get("spatial_bins_y", "1"), 1),
-            _int("spatial_bins_x", attrs.get("spatial_bins_x", "1"), 1),
-        )
-        arguments: tuple[tuple[str, Any], ...] = (
-            ("output_dim", _int("output_dim", attrs["output_dim"], 1)),
-            ("group_size", _int("group_size", attrs["group_size"], 1)),
-            scale,
-            ("mode", mode),
-            ("spatial_bins", bins),
-        )
-        return Layer(op_type, version, "psroi_pool", arguments)
-    if op_type == "ROIPooling":
-        # The runtime saves the output size three times: pooled_h/pooled_w, output_size and
-        # output_roi.  Any of them will do; those given must agree.
-        sizes = {}
-        if "pooled_h" in attrs or "pooled_w" in attrs:
-            sizes["pooled_h, pooled_w"] = (
-                _int("pooled_h", attrs.get("pooled_h", ""), 1),
-                _int("pooled_w", attrs.get("pooled_w", ""), 1),
-            )
-        for name in ("output_size", "output_roi"):
-            if name in attrs:
-                text = attrs[name]
-                if not _INT_LIST_RE.match(text) or len(text.split(",")) != 2:
-                    raise ValueError(f"`{name}` (={text!r}) of {where} must be two integers.")
-                sizes[name] = (_int(name, text.split(",")[0], 1), _int(name, text.split(",")[1], 1))
-        if not sizes:
-            raise ValueError(
-                f"{where} needs its output size: `pooled_h` and `pooled_w`, or `output_size`."
-            )
-        if len(set(sizes.values())) > 1:
-            raise ValueError(f"The output sizes of {where} disagree: {sizes}.")
-        size = ("output_size", next(iter(sizes.values())))
-        method = _word("method", attrs.get("method", "max"), ("max", "bilinear"), where)
-        return Layer(op_type, version, "roi_pool", (size, scale, ("method", method)))
-    size = (
-        "output_size",
-        (_int("pooled_h", attrs["pooled_h"], 1), _int("pooled_w", attrs["pooled_w"], 1)),
-    )
-    ratio = ("sampling_ratio", _int("sampling_ratio", attrs["sampling_ratio"], 0))
-    if op_type == "ROIAlignRotated":
-        clockwise = _bool("clockwise_mode", attrs.get("clockwise_mode", "false"))
-        arguments = (size, scale, ratio, ("clockwise", clockwise))
-        return Layer(op_type, version, "roi_align_rotated", arguments)
-    mode = _word("mode", attrs["mode"], ("avg", "max"), where)
-    aligned = _word(
-        "aligned_mode",
-        attrs.get("aligned_mode", "asymmetric"),
-        ("asymmetric", "half_pixel_for_nn", "half_pixel"),
-        where,
-    )
-    arguments = (size, scale, ratio, ("mode", mode), ("aligned_mode", aligned))
-    return Layer(op_type, version, "roi_align", arguments)
