@@ -73,3 +73,13 @@ def test_openvino_convert_refuses_other_layers(tmp_path):
     ov.save_model(ov.Model([opset8.relu(x)], [x]), tmp_path / "relu.xml")
     with pytest.raises(ValueError, match="layer type 'ReLU' is not a pooling layer"):
         load("openvino_convert").convert(tmp_path / "relu.xml")
+
+
+def test_quickstart_writes_its_figure_outside_the_checkout(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = load("quickstart").main(size=24)
+    assert out["figure"] == str(tmp_path / "jaxpool_quickstart.png")
+    assert (tmp_path / "jaxpool_quickstart.png").exists()
+    assert str(tmp_path) in capsys.readouterr().out

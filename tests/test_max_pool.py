@@ -730,3 +730,14 @@ def test_fuzz_against_reference(config, axis, return_indices):
     np.testing.assert_array_equal(cases.from_layout(y, fmt), y_ref)
     if return_indices:
         np.testing.assert_array_equal(cases.from_layout(out[1], fmt), i_ref)
+
+
+@pytest.mark.parametrize("name, dtype", [("int32", np.int32), ("i32", np.int32)])
+def test_index_element_type_takes_numpys_names(name, dtype):
+    _, i = jaxpool.max_pool(jnp.ones((1, 1, 4)), 2, return_indices=True, index_element_type=name)
+    assert i.dtype == dtype
+    with jax.enable_x64(True):
+        _, i = jaxpool.max_pool(
+            jnp.ones((1, 1, 4)), 2, return_indices=True, index_element_type="int64"
+        )
+        assert i.dtype == np.int64

@@ -16,6 +16,7 @@ import shutil
 import xml.etree.ElementTree as ElementTree
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import openvino as ov
 import openvino.opset1 as opset1
@@ -670,3 +671,22 @@ def test_adaptive_spec_xml_examples(spec_xml):
             assert_max_equal(np.asarray(g), ref)
         else:
             assert_avg_close(np.asarray(g), ref)
+
+
+def test_index_element_type_overrides_the_irs():
+    """An IR saved by ``openvino.save_model`` says ``i64``; ``i32`` runs without x64."""
+    xml = (
+        '<layer id="1" type="MaxPool" version="opset8"><data kernel="2" strides="2" '
+        'pads_begin="0" pads_end="0" index_element_type="i64" axis="2"/></layer>'
+    )
+    x = jnp.arange(4.0).reshape(1, 1, 4)
+    with pytest.raises(ValueError, match="jax_enable_x64"):
+        jaxpool.openvino.layer(xml)(x)
+    values, indices = jaxpool.openvino.layer(xml, index_element_type="i32")(x)
+    assert indices.dtype == jnp.int32 and indices.tolist() == [[[1, 3]]]
+    amax = jaxpool.openvino.layer("AdaptiveMaxPool", index_element_type="int32")
+    assert amax(x, [2])[1].dtype == jnp.int32
+    with pytest.raises(ValueError, match="`index_element_type`.*AvgPool-1"):
+        jaxpool.openvino.layer(
+            "AvgPool-1", {"kernel": "2", "strides": "2"}, index_element_type="i32"
+        )

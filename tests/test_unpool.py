@@ -146,3 +146,34 @@ def test_fuzz_unpools_what_max_pool_found(config, axis):
         cases.from_layout(y, fmt), cases.from_layout(i, fmt), x.shape, axis=axis
     )
     np.testing.assert_array_equal(cases.from_layout(out, fmt), expected)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_combine_max_is_torchs_max_unpool(nd):
+    """Overlapping windows name one position several times: ``combine="max"`` keeps one value,
+    as PyTorch does, and positions no index names stay 0 even where the values are negative."""
+    rng = np.random.default_rng(nd)
+    x = -np.abs(rng.standard_normal((2, 3) + (7,) * nd)).astype(np.float32)
+    y, i = jaxpool.max_pool(x, 3, 1, 1, 1, return_indices=True, axis=2)
+    got = jaxpool.max_unpool(y, i, x.shape, axis=2, combine="max")
+    pool = getattr(torch.nn.functional, f"max_pool{nd}d")
+    unpool = getattr(torch.nn.functional, f"max_unpool{nd}d")
+    ty, ti = pool(torch.tensor(x), 3, 1, 1, return_indices=True)
+    expected = unpool(ty, ti, 3, 1, 1, output_size=x.shape[2:]).numpy()
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    assert np.count_nonzero(np.asarray(got) == 0) > 0 and np.all(np.asarray(got) <= 0)
+    summed = jaxpool.max_unpool(y, i, x.shape, axis=2)
+    assert not np.array_equal(np.asarray(summed), expected)  # the windows overlap
+
+
+def test_combine_max_is_differentiable():
+    y = jnp.asarray([[[3.0, 3.0, -1.0]]])
+    i = jnp.asarray([[[1, 1, 4]]])
+    grad = jax.grad(lambda y: jaxpool.max_unpool(y, i, (1, 1, 5), axis=2, combine="max").sum())
+    np.testing.assert_array_equal(grad(y), [[[0.5, 0.5, 1.0]]])  # equal winners share
+
+
+def test_axis_has_no_default():
+    y, i = jaxpool.max_pool(jnp.ones((1, 1, 4)), 2, return_indices=True, axis=2)
+    with pytest.raises(TypeError, match="'axis'"):
+        jaxpool.max_unpool(y, i, (1, 1, 4))
