@@ -680,10 +680,13 @@ def matched_jaxpool(peer: str, names: list[str]) -> str | None:
     return "jaxpool" if "jaxpool" in names else None
 
 
-def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor):
-    cs, sizes = build_group(wl, layout, mode, torch, openvino, args.portable)
-    # The floor's copy runs in the same rounds, so that a slow moment of the machine moves the
-    # floor with the contenders.
+def time_group(
+    cs: list[Contender], floor: Contender, args
+) -> tuple[list[dict], dict[str, Contender], float]:
+    """Times the contenders of a group with the floor's copy in the same rounds, so that a slow
+    moment of the machine moves the floor with them.  Returns one result row per contender
+    (medians, the floor ratio, the paired ratio against the matched jaxpool contender), the
+    contenders by name, and the floor's bandwidth."""
     interleaved(
         cs + [floor],
         rounds=args.reps,
@@ -717,6 +720,13 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor
                 "ratio": paired_ratio(by_name[ref], c) if ref else None,
             }
         )
+    return rows, by_name, bandwidth
+
+
+def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor):
+    cs, sizes = build_group(wl, layout, mode, torch, openvino, args.portable)
+    rows, by_name, bandwidth = time_group(cs, floor, args)
+    names = list(by_name)
     ratios = {
         f"{a}/{b}": paired_ratio(by_name[a], by_name[b])
         for a in names

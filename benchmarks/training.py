@@ -37,7 +37,6 @@ import math
 import os
 import platform
 import re
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -424,39 +423,8 @@ def run_group(wl, layout, mode, dtype, args, torch, floor) -> dict:
     checks = check_group(wl, layout, mode, dtype, cs, x_ncx) if args.check else []
     for c in cs:
         c.outputs = None  # type: ignore[attr-defined]  # free the device memory
-    bench.interleaved(
-        cs + [floor],
-        rounds=args.reps,
-        warmup=args.warmup,
-        min_call_s=args.min_stretch_ms / 1e3,
-        max_call_s=args.max_call_s,
-        settle_s=args.settle_ms / 1e3,
-    )
-    by_name = {c.name: c for c in cs}
+    rows, by_name, bandwidth = bench.time_group(cs, floor, args)
     names = list(by_name)
-    bandwidth = floor.io_bytes / statistics.median(floor.times)
-    rows = []
-    for c in cs:
-        q25, med, q75 = bench.quartiles(c.times)
-        ref = bench.matched_jaxpool(c.name, names)
-        rows.append(
-            {
-                "contender": c.name,
-                "rounds": len(c.times),
-                "median_s": med,
-                "q25_s": q25,
-                "q75_s": q75,
-                "times_s": c.times,
-                "io_bytes": c.io_bytes,
-                "floor_s": c.io_bytes / bandwidth,
-                "x_floor": bench.times_floor(c, floor),
-                "compile_s": c.compile_s,
-                "temp_bytes": c.temp_bytes,
-                "faults_per_call": statistics.median(c.faults) if c.faults else None,
-                "vs": ref,
-                "ratio": bench.paired_ratio(by_name[ref], c) if ref else None,
-            }
-        )
     x_floor = {r["contender"]: r["x_floor"] for r in rows}
     targets = []
     if mode == "fwd":

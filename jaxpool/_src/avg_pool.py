@@ -133,9 +133,8 @@ def avg_pool(
       [[5.0, 6.0], [9.0, 10.0]]
     """
     x = jnp.asarray(x)
-    window_lib.check_input("x", x.shape, x.dtype)
-    window = window_lib.make_window(
-        x.shape,
+    window = window_lib.sliding_window(
+        x,
         kernel,
         strides,
         pads_begin,

@@ -169,8 +169,8 @@ def lp_pool(
     if not jax.dtypes.issubdtype(x.dtype, np.floating):
         raise TypeError(f"`x` must have a floating dtype, got {x.dtype}.")
     p_value = _check_p(p)
-    window = window_lib.make_window(
-        x.shape,
+    window = window_lib.sliding_window(
+        x,
         kernel,
         strides,
         pads_begin,

@@ -160,9 +160,8 @@ def max_pool(
       ([[5.0, 7.0], [13.0, 15.0]], [[5, 7], [13, 15]])
     """
     x = jnp.asarray(x)
-    window_lib.check_input("x", x.shape, x.dtype)
-    window = window_lib.make_window(
-        x.shape,
+    window = window_lib.sliding_window(
+        x,
         kernel,
         strides,
         pads_begin,

@@ -329,3 +329,30 @@ def make_adaptive_window(
     check_spatial(shape, in_spatial)
     out = per_axis("output_size", output_size, len(in_spatial), 1, keep=in_spatial)
     return AdaptiveWindow(data_format, shape, out)
+
+
+def sliding_window(
+    x: jax.Array,
+    kernel: Any,
+    strides: Any,
+    pads_begin: Any,
+    pads_end: Any,
+    dilations: Any,
+    *,
+    rounding_type: str,
+    auto_pad: str,
+    data_format: str,
+) -> Window:
+    """Checks the input ``x`` of a sliding-window op and describes its windows."""
+    check_input("x", x.shape, x.dtype)
+    return make_window(
+        x.shape,
+        kernel,
+        strides,
+        pads_begin,
+        pads_end,
+        dilations,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+        data_format=data_format,
+    )
