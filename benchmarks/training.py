@@ -1,8 +1,9 @@
 """Training-scale benchmark of jaxpool on an accelerator, bf16 and f32, with its targets.
 
 The workloads of issue 22 at the sizes a training run pools (``--scale training``, the default
-on a GPU), or divided down to batch 2 and about an eighth of the spatial size
-(``--scale tiny``, the default elsewhere), which runs every path on a CPU in a minute:
+on a GPU); with the batch divided by 16 (``--scale cpu``, the per-sample sizes of a training run
+at a batch a few CPU cores hold); or divided down to batch 2 and about an eighth of the spatial
+size (``--scale tiny``, the default elsewhere), which runs every path on a CPU in a minute:
 
 * stem max pool 256x64x112x112 k3 s2 p1, VGG 128x128x112x112 k2 s2, 3-D 8x64x32x112x112 k2 s2,
   1-D 256x256x4096 k4 s4, average pooling on the stem, adaptive max/avg 64x512x50x50 -> 16x16,
@@ -100,7 +101,10 @@ WORKLOADS: list[tuple[Workload, Workload]] = [
 ]
 
 # The ResNet-18 step: (batch, image side, classes) per scale.
-RESNET = {"training": (256, 224, 1000), "tiny": (2, 32, 10)}
+RESNET = {"training": (256, 224, 1000), "cpu": (8, 112, 100), "tiny": (2, 32, 10)}
+
+# --scale cpu divides the training batch by this.
+CPU_BATCH_DIVISOR = 16
 
 # Targets (issue 22).
 FWD_X_FLOOR = 1.2
@@ -793,8 +797,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--scale",
-        choices=("training", "tiny"),
-        help="training: the issue's shapes (default on a GPU); tiny: batch 2, spatial / 8 "
+        choices=("training", "cpu", "tiny"),
+        help="training: the issue's shapes (default on a GPU); cpu: their batch / 16; "
+        "tiny: batch 2, spatial / 8 "
         "(default elsewhere)",
     )
     parser.add_argument("--dtype", default="f32,bf16", help="comma-separated: f32, bf16")
@@ -936,6 +941,12 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed or errors else 0
 
 
+def _cpu_scale(wl: Workload) -> Workload:
+    """``wl`` with its batch divided by :data:`CPU_BATCH_DIVISOR` (at least 1)."""
+    batch = max(1, wl.shape[0] // CPU_BATCH_DIVISOR)
+    return dataclasses.replace(wl, shape=(batch, *wl.shape[1:]))
+
+
 def run(args, torch: TorchPeer | None) -> tuple[list[dict], list[dict]]:
     """The groups that ran, and ``{"key", "error"}`` for each group that raised (so that one
     failure, an op PyTorch lacks in a dtype or an out-of-memory, does not end a long run)."""
@@ -947,7 +958,7 @@ def run(args, torch: TorchPeer | None) -> tuple[list[dict], list[dict]]:
     )
     jobs: list[tuple[str, Callable[[], dict]]] = []
     for training_wl, tiny_wl in WORKLOADS:
-        wl = training_wl if args.scale == "training" else tiny_wl
+        wl = {"training": training_wl, "cpu": _cpu_scale(training_wl)}.get(args.scale, tiny_wl)
         for dtype in args.dtypes:
             for layout in LAYOUTS:
                 for mode in MODES:

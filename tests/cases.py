@@ -287,3 +287,23 @@ def avg_config(seed):
         dtype=AVG_DTYPES[seed % len(AVG_DTYPES)],
         data_format=("NCX", "NXC")[int(rng.integers(2))],
     )
+
+
+# One (NCX shape, output size) for each form the adaptive programs take: global pooling (one
+# reduction over the plane), small bins (one chain over the taps of all axes: tiling and
+# non-tiling, 1-D to 3-D, outputs larger than the input) and large bins (one axis at a time:
+# narrow bins chained, wide ones as bin windows, tiling or not).
+ADAPTIVE_FORMS = (
+    ((2, 3, 7, 7), 1),
+    ((2, 3, 2, 3, 4), 1),
+    ((2, 3, 50, 50), 16),
+    ((2, 3, 14, 14), 4),
+    ((2, 3, 32, 12), (16, None)),
+    ((1, 2, 6, 6, 6), (4, 5, 7)),
+    ((2, 3, 20), 3),
+    ((2, 3, 30, 17), (4, 3)),
+    ((2, 3, 60), 2),
+    ((2, 3, 61), 2),
+    ((2, 3, 64, 9), (4, 2)),
+    ((1, 2, 9, 9, 9), (2, 2, 2)),
+)

@@ -53,6 +53,30 @@ class TestRuntime:
                 y.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol
             )
 
+    @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+    @pytest.mark.parametrize("form", range(len(cases.ADAPTIVE_FORMS)))
+    def test_every_form_matches_runtime(self, form, data_format):
+        """Each form the programs take (global, small bins in one chain, large bins one axis
+        at a time), and its gradient: the transpose of the runtime's linear map."""
+        shape, output_size = cases.ADAPTIVE_FORMS[form]
+        rng = np.random.default_rng(form)
+        x = rng.standard_normal(shape).astype(np.float32)
+        if isinstance(output_size, int):
+            output_size = (output_size,) * (len(shape) - 2)
+        cfg = dict(shape=shape, output_size=list(output_size), data_format=data_format)
+        expected = oracle.adaptive_avg_pool(x, cases.runtime_size(cfg))
+        y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
+        np.testing.assert_allclose(y, expected, rtol=2e-6, atol=2e-6)
+        # The map is linear: its gradient against a cotangent w is the runtime applied to each
+        # basis input, dotted with w; check <f(v), w> = <v, grad> for a random v instead.
+        w = rng.standard_normal(expected.shape).astype(np.float32)
+        grad = jax.grad(lambda a: jnp.sum(jaxpool.adaptive_avg_pool(a, output_size) * w))(
+            jnp.asarray(x)
+        )
+        v = rng.standard_normal(shape).astype(np.float32)
+        lhs = float(np.sum(oracle.adaptive_avg_pool(v, cases.runtime_size(cfg)) * w))
+        assert abs(lhs - float(np.sum(v * np.asarray(grad)))) < 1e-4 * (1 + abs(lhs))
+
     @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
     def test_integer_global_average_rounds(self, dtype):
         """To output size 1 the CPU runtime's integer AdaptiveAvgPool truncates toward zero and

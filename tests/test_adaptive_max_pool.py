@@ -84,6 +84,25 @@ class TestRuntime:
                 cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), y
             )
 
+    @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+    @pytest.mark.parametrize("form", range(len(cases.ADAPTIVE_FORMS)))
+    def test_every_form_matches_runtime(self, form, data_format):
+        """Values only and with indices, for each form the programs take (global, small bins
+        in one chain, large bins one axis at a time), with ties and infinities."""
+        shape, output_size = cases.ADAPTIVE_FORMS[form]
+        rng = np.random.default_rng(form)
+        x = cases.adaptive_sample(rng, "float32", shape, ties=form % 2 == 1)
+        x[rng.random(shape) < 0.05] = np.inf
+        x[rng.random(shape) < 0.05] = -np.inf
+        if isinstance(output_size, int):
+            output_size = (output_size,) * (len(shape) - 2)
+        cfg = dict(shape=shape, output_size=list(output_size), data_format=data_format)
+        expected, expected_i = oracle.adaptive_max_pool(x, cases.runtime_size(cfg))
+        y, i = cases.call_in_layout(_with_indices, x, cfg)
+        np.testing.assert_array_equal(y, expected)
+        np.testing.assert_array_equal(i, expected_i)
+        np.testing.assert_array_equal(cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), y)
+
     @pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
     @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
     def test_global_max_matches_runtime(self, dtype, data_format):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
 import jaxpool
+from jaxpool._src import dispatch
 
 GRAD_OPS = {
     "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1),
@@ -81,3 +83,41 @@ def test_bitwise_deterministic(op):
     third = run()
     for a, b, c in zip(first, second, third, strict=False):
         assert a.tobytes() == b.tobytes() == c.tobytes()
+
+
+SELECTING_OPS = {
+    "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1),
+    "max_pool+idx": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
+    "max_pool-tiled+idx": lambda x: jaxpool.max_pool(x, (1, 2), (1, 2), return_indices=True),
+    "adaptive_max_pool": lambda x: jaxpool.adaptive_max_pool(x, (3, 4)),
+    "adaptive_max_pool+idx": lambda x: jaxpool.adaptive_max_pool(x, (3, 4), return_indices=True),
+    "adaptive_max_pool-1d": lambda x: jaxpool.adaptive_max_pool(x, (None, 4)),
+    "global_max_pool+idx": lambda x: jaxpool.adaptive_max_pool(x, 1, return_indices=True),
+}
+
+
+@pytest.mark.parametrize("op", list(SELECTING_OPS))
+def test_bfloat16_maxima_are_the_same_on_both_programs(op):
+    """On a CPU the max ops take bfloat16 in float32 and round once at the end: the maxima
+    are still the input's elements (signed zeros, infinities) and agree with the portable
+    program's, and so do the indices.  (XLA's CPU backend may give any NaN its canonical
+    payload in either program.)"""
+    rng = np.random.default_rng(3)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 2.5, np.nan], np.float32)
+    bits = np.asarray(rng.choice(special, (2, 3, 9, 11)), ml_dtypes.bfloat16).view(np.uint16)
+    nan = np.isnan(bits.view(ml_dtypes.bfloat16).astype(np.float32))
+    payload = rng.integers(1, 0x80, nan.sum()) | (rng.integers(0, 2, nan.sum()) << 15)
+    bits[nan] = (0x7F80 | payload).astype(np.uint16)
+    x = jnp.asarray(bits.view(ml_dtypes.bfloat16))
+    results = {}
+    for program in dispatch.PROGRAMS:
+        with dispatch.force(program):
+            results[program] = [np.asarray(a) for a in jax.tree.leaves(SELECTING_OPS[op](x))]
+    (portable, *portable_indices), (cpu, *cpu_indices) = results["portable"], results["cpu"]
+    assert portable.dtype == cpu.dtype == jnp.bfloat16
+    is_nan = np.isnan(cpu.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(portable.astype(np.float32)), is_nan)
+    assert portable.view(np.uint16)[~is_nan].tobytes() == cpu.view(np.uint16)[~is_nan].tobytes()
+    assert np.isin(cpu.view(np.uint16)[~is_nan], bits).all()
+    for a, b in zip(portable_indices, cpu_indices, strict=True):
+        np.testing.assert_array_equal(a, b)

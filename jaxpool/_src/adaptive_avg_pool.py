@@ -1,6 +1,7 @@
 """AdaptiveAvgPool-8: the average over each adaptive bin.
 
-The bins (:mod:`bins`) are boxes, so the sums reduce one pooled axis at a time, and the
+The bins (:mod:`bins`) are boxes, so the sums reduce in one chain over the taps of small
+bins, else one pooled axis at a time (global pooling: one reduction over the plane), and the
 average divides once by the static bin volumes.  Where the bins tile an axis, its sum is a
 chain over the taps of narrow bins or a reshape for wide ones; elsewhere the value gathers
 bin elements (exact, infinities included) and the derivative is the product with the bin
@@ -15,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxpool._src import averaging, dispatch
 from jaxpool._src import bins as bins_lib
@@ -62,21 +64,41 @@ def _sum_bins_linear(a: jax.Array, axis: int, length: int, out: int) -> jax.Arra
 
 
 def _sums_by_axis(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin sums: with one bin per plane, one reduction over the merged plane (its
+    derivative a broadcast); else one pooled axis at a time."""
+    if window.is_global:
+        merged, axis = bins_lib.plane(a, window)
+        return jnp.sum(merged, axis=axis, dtype=a.dtype).reshape(window.out_shape)
     for _, axis, length, out in bins_lib.pooled_axes(window):
         a = _sum_axis(a, axis, length, out)
     return a
 
 
+def _sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The portable program of the bin sums: for small bins, one chain of ``+`` over the
+    taps of all axes (the adaptive argmax scan's reads, a repeated element masked by a
+    select, as ``0 * inf`` would be NaN); else :func:`_sums_by_axis`."""
+    if window.is_global or not bins_lib.is_joint(window):
+        return _sums_by_axis(a, window)
+    zero = jnp.zeros((), a.dtype)
+    terms = (
+        v if real.all() else jnp.where(real, v, zero)
+        for v, _, real in bins_lib.joint_taps(a, window)
+    )
+    return functools.reduce(lax.add, terms)
+
+
 def _sums_linear(a_dot: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """:func:`_sums_by_axis` as the derivative of the bin sums: its own derivative, in which
-    bins that do not tile an axis are a product with the bin matrix."""
+    bins that do not tile an axis are a product with the bin matrix (no gather, so its
+    transpose, the gradient, has no scatter)."""
     return jax.jvp(lambda a: _sums_by_axis(a, window), (a_dot,), (a_dot,))[1]
 
 
 @averaging.differentiates_as(_sums_linear)
 def _bin_sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """The bin sums, differentiated in the per-axis form on every platform."""
-    return dispatch.run("adaptive_avg_pool", _sums_by_axis, a, window)
+    return dispatch.run("adaptive_avg_pool", _sums, a, window)
 
 
 @functools.partial(jax.jit, static_argnames=("window",))

@@ -1,7 +1,8 @@
 """AdaptiveMaxPool-8: the maximum over each adaptive bin, with argmax indices.
 
-The bins (:mod:`bins`) are boxes, so the maxima reduce one pooled axis at a time.  The argmax
-finds the first maximum (or first NaN) of each bin in row-major order: for global pooling in
+The bins (:mod:`bins`) are boxes, so the maxima reduce in one chain over the taps of small
+bins, else one pooled axis at a time (global pooling: one reduction over the plane).  The
+argmax finds the first maximum (or first NaN) of each bin in row-major order: for global pooling in
 one reduction of ``(value, position)`` pairs over the merged plane; for small bins in one scan
 over the taps of all axes, which keeps no partly reduced intermediate; else one axis at a
 time (:func:`bins.argmax_by_axis`).  The derivative routes through the argmax positions.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import jax
@@ -25,16 +25,17 @@ from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
 
-# Bins of at most this many elements in all find their argmax in one scan over the taps; with
-# more, the scan compiles slowly on a GPU and runs no faster than the reduction one axis at a
-# time (the adaptive workloads of ``benchmarks/bench.py`` on a GPU, whose 50 x 50 -> 16 x 16
-# bins hold 16 elements).
-_JOINT_TAPS = 25
 
-
-def _max_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """The bin maxima (``max`` propagates NaN), one pooled axis at a time: a fused chain of
-    ``max`` over the taps of narrow bins, a reduction of the bin windows of wide ones."""
+def _maxima(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin maxima (``max`` propagates NaN): with one bin per plane, one reduction over
+    the merged plane; for small bins, one chain of ``max`` over the taps of all axes (the
+    argmax scan's reads); else one pooled axis at a time, a fused chain of ``max`` over the
+    taps of narrow bins, a reduction of the bin windows of wide ones."""
+    if window.is_global:
+        merged, axis = bins_lib.plane(x, window)
+        return jnp.max(merged, axis=axis).reshape(window.out_shape)
+    if bins_lib.is_joint(window):
+        return functools.reduce(lax.max, (v for v, _, _ in bins_lib.joint_taps(x, window)))
     y = x
     for _, axis, length, out in bins_lib.pooled_axes(window):
         if bins_lib.is_wide(length, out):
@@ -53,37 +54,19 @@ def _argmax_program(window: AdaptiveWindow):
     """The portable program of the argmax for ``window``'s bins."""
     if window.is_global:
         return _argmax_global
-    if math.prod(bins_lib.widest(n, o) for n, o in zip(window.in_spatial, window.out_spatial)) <= (
-        _JOINT_TAPS
-    ):
+    if bins_lib.is_joint(window):
         return _argmax_scan
     return bins_lib.argmax_by_axis
 
 
 def _argmax_scan(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
     """The bin maxima, with their exact bits, and the spatial positions of their first
-    occurrence (or first NaN), in one scan over the taps of the bins of all axes.
-
-    Tap ``(m_0, ..., m_{d-1})`` is the view of element ``start + m`` of every bin along each
-    axis, in row-major order, so the elements of each bin come in row-major order (a repeated
-    last element again after it), and :func:`indices.replaces` keeps the first maximum.
-    """
+    occurrence (or first NaN), in one scan over the taps of the bins of all axes
+    (:func:`bins.joint_taps`, row-major within each bin), where :func:`indices.replaces`
+    keeps the first maximum."""
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    strides = indices_lib.plane_strides(window.in_spatial)
-
-    def taps(a, i, position):
-        if i == window.nd:
-            yield a, position
-            return
-        axis, length, out = window.spatial_axes[i], window.in_spatial[i], window.out_spatial[i]
-        views: Iterable[tuple[jax.Array, np.ndarray]] = [(a, np.arange(length))]
-        if out != length:
-            views = ((v, p) for v, p, _ in bins_lib.axis_taps(a, axis, length, out))
-        for view, p in views:
-            yield from taps(view, i + 1, position + bins_lib.along(p * strides[i], axis, a.ndim))
-
     y = position = None
-    for view, p in taps(x, 0, np.zeros([1] * x.ndim, np.int64)):
+    for view, p, _ in bins_lib.joint_taps(x, window):
         p = jnp.broadcast_to(p.astype(pos_dtype), view.shape)
         if y is None or position is None:
             y, position = view, p
@@ -101,13 +84,12 @@ def _argmax_global(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     intermediate."""
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    first = window.spatial_axes[0]
-    plane = x.reshape(x.shape[:first] + (-1,) + x.shape[first + window.nd :])
+    merged, axis = bins_lib.plane(x, window)
     y, position = lax.reduce(
-        (plane, lax.broadcasted_iota(pos_dtype, plane.shape, first)),
+        (merged, lax.broadcasted_iota(pos_dtype, merged.shape, axis)),
         indices_lib.argmax_init(x.dtype, pos_dtype),
         indices_lib.argmax_pair(floating),
-        (first,),
+        (axis,),
     )
     return y.reshape(window.out_shape), position.reshape(window.out_shape)
 
@@ -148,7 +130,7 @@ def _read_whole_planes(a: jax.Array, position: jax.Array, window: AdaptiveWindow
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    return dispatch.run("adaptive_max_pool", _max_by_axis, x, window)
+    return dispatch.run("adaptive_max_pool", _maxima, x, window)
 
 
 @_pool.defjvp

@@ -4,15 +4,17 @@ Bin ``i`` of ``O`` over an axis of length ``L`` covers ``[floor(i * L / O), ceil
 / O))``.  Bins are boxes, so the adaptive ops reduce one spatial axis at a time with static
 bin tables and never emit one op per bin.  Along an axis whose widest bin has ``M`` elements,
 tap ``m`` is the view holding element ``start + m`` of every bin (:func:`axis_taps`), a shorter
-bin repeating its last element, which a maximum ignores and a sum masks.  Wide bins reduce a
-window axis of ``(O, M)`` bin windows instead (:func:`bin_windows`).
+bin repeating its last element, which a maximum ignores and a sum masks.  Small bins reduce
+in one chain over the taps of all axes (:func:`joint_taps`); wide bins reduce a window axis of
+``(O, M)`` bin windows instead (:func:`bin_windows`); global pooling reduces the merged plane
+(:func:`plane`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,9 +24,16 @@ from jax import lax
 from jaxpool._src import indices as indices_lib
 from jaxpool._src.window import AdaptiveWindow
 
-# Bins at most this wide reduce as a fused chain over their taps; wider ones (global pooling,
-# strong reductions) reduce a window axis, which keeps the compiled program small (the global
-# adaptive workloads of ``benchmarks/bench.py``, 7 x 7 -> 1 x 1).
+# Bins of at most this many elements in all reduce in one chain over the taps of all axes
+# (:func:`joint_taps`), which keeps no partly reduced intermediate; with more, the argmax
+# chain compiles slowly on a GPU and runs no faster than the reduction one axis at a time (the
+# adaptive workloads of ``benchmarks/bench.py`` on a GPU, whose 50 x 50 -> 16 x 16 bins hold
+# 16 elements).
+JOINT_TAPS = 25
+
+# Bins at most this wide reduce as a fused chain over their taps; wider ones (strong
+# reductions) reduce a window axis, which keeps the compiled program small: one reduction
+# instead of a chain of that many taps.
 CHAIN_WIDTH = 8
 
 
@@ -43,6 +52,14 @@ def widest(length: int, out: int) -> int:
 def is_wide(length: int, out: int) -> bool:
     """Whether the bins reduce a window axis rather than a chain over their taps."""
     return widest(length, out) > CHAIN_WIDTH
+
+
+def plane(a: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, int]:
+    """``a`` with its spatial axes, adjacent in both layouts, merged into one (a reshape), and
+    that axis: global pooling reduces it in one reduction, as ``jnp.max`` and ``jnp.mean``
+    over the spatial axes do."""
+    first = window.spatial_axes[0]
+    return a.reshape(a.shape[:first] + (-1,) + a.shape[first + window.nd :]), first
 
 
 def along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
@@ -76,6 +93,40 @@ def axis_taps(
         else:
             view = jnp.take(a, position, axis=axis, mode="clip")
         yield view, position, starts + m < ends
+
+
+def is_joint(window: AdaptiveWindow) -> bool:
+    """Whether the bins reduce in one chain over the taps of all axes (:func:`joint_taps`)."""
+    return math.prod(widest(n, o) for n, o in zip(window.in_spatial, window.out_spatial)) <= (
+        JOINT_TAPS
+    )
+
+
+def joint_taps(a: jax.Array, window: AdaptiveWindow) -> Iterator[tuple[jax.Array, Any, Any]]:
+    """Yields, for each tap ``(m_0, ..., m_{d-1})`` in row-major order, the view of element
+    ``start + m`` of every bin along each spatial axis (:func:`axis_taps`), the flat spatial
+    position of each of its elements and whether each is a real element of its bin (NumPy
+    arrays that broadcast against the view).  So the elements of each bin come in row-major
+    order, a repeated last element again after it."""
+    strides = indices_lib.plane_strides(window.in_spatial)
+    rank = a.ndim
+
+    def taps(view, i, position, real):
+        if i == window.nd:
+            yield view, position, real
+            return
+        axis, length, out = window.spatial_axes[i], window.in_spatial[i], window.out_spatial[i]
+        here: Iterable[tuple[jax.Array, np.ndarray, np.ndarray]] = [
+            (view, np.arange(length), np.ones(length, bool))
+        ]
+        if out != length:
+            here = axis_taps(view, axis, length, out)
+        for v, p, r in here:
+            p, r = along(p * strides[i], axis, rank), along(r, axis, rank)
+            yield from taps(v, i + 1, position + p, real & r)
+
+    ones = [1] * rank
+    yield from taps(a, 0, np.zeros(ones, np.int64), np.ones(ones, bool))
 
 
 def bin_windows(a: jax.Array, axis: int, length: int, out: int) -> tuple[jax.Array, np.ndarray]:

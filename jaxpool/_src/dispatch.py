@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax import lax
 
 from jaxpool._src.cpu import adaptive as cpu_adaptive
@@ -40,6 +41,16 @@ CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
     "adaptive_avg_pool": cpu_adaptive.sum_program,
 }
 
+# The ops whose floating outputs are elements of their input ``x`` (the first argument): the
+# maxima, with their positions.  XLA's CPU backend computes each bfloat16 operation in float32
+# and rounds its result back to bfloat16, inside the fused loop, between every two operations
+# of a chain; on a CPU these ops take a bfloat16 ``x`` in float32 and round once at the end,
+# which is exact (float32 holds every bfloat16 value, and a maximum is one of them) and gives
+# the same bits (the bfloat16 workloads of ``benchmarks/training.py`` on a CPU).
+_SELECTING = frozenset(
+    {"max_pool", "max_pool_argmax", "adaptive_max_pool", "adaptive_max_pool_argmax"}
+)
+
 _forced: str | None = None
 
 
@@ -49,12 +60,27 @@ def run(op: str, portable: Callable[..., Any], *args: Any) -> Any:
     ``args`` are the op's arguments: arrays, and hashable attributes such as a window.  Where
     both platforms run the same program it is traced once, with no choice in the program.
     """
-    cpu = CPU_PROGRAMS[op](*args)
-    if cpu is None or _forced == "portable" or (cpu is portable and _forced is None):
+    cpu = CPU_PROGRAMS[op](*args) or portable
+    if op in _SELECTING and args[0].dtype == jnp.bfloat16:
+        cpu = _in_float32(cpu)
+    if _forced == "portable":
         return portable(*args)
     if _forced == "cpu":
         return cpu(*args)
+    if cpu is portable:
+        return portable(*args)
     return lax.platform_dependent(cpu=lambda: cpu(*args), default=lambda: portable(*args))
+
+
+def _in_float32(program: Callable[..., Any]) -> Callable[..., Any]:
+    """``program`` run on its first argument widened to float32, its float32 outputs rounded
+    back to that argument's dtype (its integer outputs, positions and indices, as they are)."""
+
+    def widened(x: jax.Array, *rest: Any) -> Any:
+        out = program(x.astype(jnp.float32), *rest)
+        return jax.tree.map(lambda a: a.astype(x.dtype) if a.dtype == jnp.float32 else a, out)
+
+    return widened
 
 
 @contextlib.contextmanager

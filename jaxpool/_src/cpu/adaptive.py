@@ -175,9 +175,11 @@ def _chain_reduce(x: jax.Array, window: AdaptiveWindow, combine) -> jax.Array:
 
 def _pools_one_axis(window: AdaptiveWindow) -> bool:
     """Whether a CPU reduces the bins in chains over the taps of each box: with one pooled
-    axis, those are the per-axis reductions without their gathers."""
+    axis, those are the per-axis reductions without their gathers.  Global pooling keeps
+    the portable program's one reduction over the plane, which a CPU runs faster than a
+    chain (the global adaptive workloads of ``benchmarks/bench.py``)."""
     pooled = sum(o != n for o, n in zip(window.out_spatial, window.in_spatial))
-    return pooled == 1 and _box_taps_total(window) <= _JOINT_TAPS
+    return pooled == 1 and not window.is_global and _box_taps_total(window) <= _JOINT_TAPS
 
 
 def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
