@@ -842,7 +842,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--json",
         metavar="PATH",
         help="results file (default results/training_gpu.json for a full training-scale run "
-        "on a GPU, results/training_tiny.json at tiny scale, else results/training_partial.json)",
+        "on a GPU, results/training_cpu.json for a full cpu-scale run on a CPU, "
+        "results/training_tiny.json at tiny scale, else results/training_partial.json)",
     )
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratio targets (PNG)")
     parser.add_argument(
@@ -877,6 +878,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.json is None:
         if args.scale == "tiny":
             name = "training_tiny"
+        elif args.scale == "cpu" and not gpu and not args.only and args.dtype == "f32,bf16":
+            name = "training_cpu"
         elif gpu and not args.only and args.dtype == "f32,bf16":
             name = "training_gpu"
         else:

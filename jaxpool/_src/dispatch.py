@@ -41,15 +41,20 @@ CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
     "adaptive_avg_pool": cpu_adaptive.sum_program,
 }
 
-# The ops whose floating outputs are elements of their input ``x`` (the first argument): the
-# maxima, with their positions.  XLA's CPU backend computes each bfloat16 operation in float32
-# and rounds its result back to bfloat16, inside the fused loop, between every two operations
-# of a chain; on a CPU these ops take a bfloat16 ``x`` in float32 and round once at the end,
-# which is exact (float32 holds every bfloat16 value, and a maximum is one of them) and gives
-# the same bits (the bfloat16 workloads of ``benchmarks/training.py`` on a CPU).
-_SELECTING = frozenset(
-    {"max_pool", "max_pool_argmax", "adaptive_max_pool", "adaptive_max_pool_argmax"}
-)
+# The ops whose floating outputs are elements of their input ``x`` (the first argument), the
+# maxima, with their positions -> whether a CPU runs the op on a bfloat16 ``x`` in float32 for
+# the op's arguments.  XLA's CPU backend computes each bfloat16 operation in float32 and
+# rounds its result back to bfloat16, inside the fused loop, between every two operations of
+# a chain; taking ``x`` in float32 and rounding once at the end is exact (float32 holds every
+# bfloat16 value, and a maximum is one of them), gives the same bits and saves those
+# roundings (the bfloat16 workloads of ``benchmarks/training.py`` on a CPU).  A single
+# reduction (global maxima) has no chain, and its conversion would cost a pass of its own.
+WIDENED_ON_CPU: dict[str, Callable[..., bool]] = {
+    "max_pool": lambda x, window: True,
+    "max_pool_argmax": lambda x, window, index_offset: True,
+    "adaptive_max_pool": lambda x, window: not window.is_global,
+    "adaptive_max_pool_argmax": lambda x, window: True,
+}
 
 _forced: str | None = None
 
@@ -61,7 +66,7 @@ def run(op: str, portable: Callable[..., Any], *args: Any) -> Any:
     both platforms run the same program it is traced once, with no choice in the program.
     """
     cpu = CPU_PROGRAMS[op](*args) or portable
-    if op in _SELECTING and args[0].dtype == jnp.bfloat16:
+    if args[0].dtype == jnp.bfloat16 and WIDENED_ON_CPU.get(op, lambda *_: False)(*args):
         cpu = _in_float32(cpu)
     if _forced == "portable":
         return portable(*args)
