@@ -24,62 +24,19 @@ from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
 
 
-def _sum_axis(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
-    """Sums ``a`` over the bins of ``axis``: a fused chain over the taps of narrow bins, a
-    reshape for wide bins that tile the axis, else a masked sum over static bin windows."""
-    if length % out == 0 and bins_lib.is_wide(length, out):
-        width = length // out
-        return jnp.sum(
-            a.reshape(a.shape[:axis] + (out, width) + a.shape[axis + 1 :]),
-            axis=axis + 1,
-            dtype=a.dtype,
-        )
-    if length % out == 0:
-        return _sum_bins(a, axis, length, out)
-    return _sum_bins_linear(a, axis, length, out)
-
-
-def _sum_bins(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
-    if not bins_lib.is_wide(length, out):
-        total = None
-        for view, _, real in bins_lib.axis_taps(a, axis, length, out):
-            if not real.all():  # a select, not a product: 0 * inf would be NaN
-                view = jnp.where(bins_lib.along(real, axis, a.ndim), view, jnp.zeros((), a.dtype))
-            total = view if total is None else total + view
-        assert total is not None  # a bin holds at least one element
-        return total
-    windows, table = bins_lib.bin_windows(a, axis, length, out)
-    real = bins_lib.real_elements(length, out, table.shape[1])
-    shape = [1] * windows.ndim
-    shape[axis : axis + 2] = real.shape
-    windows = jnp.where(real.reshape(shape), windows, jnp.zeros((), a.dtype))
-    return jnp.sum(windows, axis=axis + 1, dtype=a.dtype)
-
-
 @averaging.differentiates_as(bins_lib.matrix_product)
 def _sum_bins_linear(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
-    """:func:`_sum_bins` for bins that do not tile the axis, differentiated as the product
-    with the bin matrix."""
-    return _sum_bins(a, axis, length, out)
-
-
-def _sums_by_axis(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """The bin sums: with one bin per plane, one reduction over the merged plane (its
-    derivative a broadcast); else one pooled axis at a time."""
-    if window.is_global:
-        merged, axis = bins_lib.plane(a, window)
-        return jnp.sum(merged, axis=axis, dtype=a.dtype).reshape(window.out_shape)
-    for _, axis, length, out in bins_lib.pooled_axes(window):
-        a = _sum_axis(a, axis, length, out)
-    return a
+    """:func:`bins.sum_bins` for bins that do not tile the axis, differentiated as the
+    product with the bin matrix."""
+    return bins_lib.sum_bins(a, axis, length, out)
 
 
 def _sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """The portable program of the bin sums: for small bins, one chain of ``+`` over the
     taps of all axes (the adaptive argmax scan's reads, a repeated element masked by a
-    select, as ``0 * inf`` would be NaN); else :func:`_sums_by_axis`."""
+    select, as ``0 * inf`` would be NaN); else :func:`bins.sums_by_axis`."""
     if window.is_global or not bins_lib.is_joint(window):
-        return _sums_by_axis(a, window)
+        return bins_lib.sums_by_axis(a, window)
     zero = jnp.zeros((), a.dtype)
     terms = (
         v if real.all() else jnp.where(real, v, zero)
@@ -89,10 +46,11 @@ def _sums(a: jax.Array, window: AdaptiveWindow) -> jax.Array:
 
 
 def _sums_linear(a_dot: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """:func:`_sums_by_axis` as the derivative of the bin sums: its own derivative, in which
-    bins that do not tile an axis are a product with the bin matrix (no gather, so its
-    transpose, the gradient, has no scatter)."""
-    return jax.jvp(lambda a: _sums_by_axis(a, window), (a_dot,), (a_dot,))[1]
+    """The derivative of the bin sums: :func:`bins.sums_by_axis`' own derivative, with bins
+    that do not tile an axis a product with the bin matrix (no gather, so its transpose, the
+    gradient, has no scatter)."""
+    sums = functools.partial(bins_lib.sums_by_axis, window=window, untiled=_sum_bins_linear)
+    return jax.jvp(sums, (a_dot,), (a_dot,))[1]
 
 
 @averaging.differentiates_as(_sums_linear)

@@ -27,27 +27,12 @@ from jaxpool._src.window import AdaptiveWindow
 
 
 def _maxima(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
-    """The bin maxima (``max`` propagates NaN): with one bin per plane, one reduction over
-    the merged plane; for small bins, one chain of ``max`` over the taps of all axes (the
-    argmax scan's reads); else one pooled axis at a time, a fused chain of ``max`` over the
-    taps of narrow bins, a reduction of the bin windows of wide ones."""
-    if window.is_global:
-        merged, axis = bins_lib.plane(x, window)
-        return jnp.max(merged, axis=axis).reshape(window.out_shape)
-    if bins_lib.is_joint(window):
-        return functools.reduce(lax.max, (v for v, _, _ in bins_lib.joint_taps(x, window)))
-    y = x
-    for _, axis, length, out in bins_lib.pooled_axes(window):
-        if bins_lib.is_wide(length, out):
-            w, _ = bins_lib.bin_windows(y, axis, length, out)
-            y = jnp.max(w, axis=axis + 1)
-            continue
-        acc = None
-        for view, _, _ in bins_lib.axis_taps(y, axis, length, out):
-            acc = view if acc is None else lax.max(acc, view)
-        assert acc is not None  # a bin holds at least one element
-        y = acc
-    return y
+    """The bin maxima (``max`` propagates NaN): for small bins (not global), one chain of
+    ``max`` over the taps of all axes, the argmax scan's reads; else
+    :func:`bins.max_by_axis`."""
+    if window.is_global or not bins_lib.is_joint(window):
+        return bins_lib.max_by_axis(x, window)
+    return functools.reduce(lax.max, (v for v, _, _ in bins_lib.joint_taps(x, window)))
 
 
 def _argmax_program(window: AdaptiveWindow):

@@ -12,8 +12,9 @@ in one chain over the taps of all axes (:func:`joint_taps`); wide bins reduce a 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -148,6 +149,61 @@ def real_elements(length: int, out: int, width: int) -> np.ndarray:
     repeat of its last element)."""
     starts, ends = bounds(length, out)
     return (starts[:, None] + np.arange(width)) < ends[:, None]
+
+
+def max_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+    """The bin maxima (``max`` propagates NaN) one pooled axis at a time: a fused chain of
+    ``max`` over the taps of narrow bins, a reduction of the bin windows of wide ones; with
+    one bin per plane, one reduction over the merged plane."""
+    if window.is_global:
+        merged, axis = plane(x, window)
+        return jnp.max(merged, axis=axis).reshape(window.out_shape)
+    y = x
+    for _, axis, length, out in pooled_axes(window):
+        if is_wide(length, out):
+            y = jnp.max(bin_windows(y, axis, length, out)[0], axis=axis + 1)
+        else:
+            y = functools.reduce(lax.max, (v for v, _, _ in axis_taps(y, axis, length, out)))
+    return y
+
+
+def sum_bins(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
+    """Sums ``a`` over the bins of ``axis``: a fused chain over the taps of narrow bins, else
+    a sum over static bin windows; a repeated element is masked by a select, as ``0 * inf``
+    would be NaN."""
+    zero = jnp.zeros((), a.dtype)
+    if not is_wide(length, out):
+        terms = (
+            v if real.all() else jnp.where(along(real, axis, a.ndim), v, zero)
+            for v, _, real in axis_taps(a, axis, length, out)
+        )
+        return functools.reduce(lax.add, terms)
+    windows, table = bin_windows(a, axis, length, out)
+    real = real_elements(length, out, table.shape[1])
+    shape = [1] * windows.ndim
+    shape[axis : axis + 2] = real.shape
+    return jnp.sum(jnp.where(real.reshape(shape), windows, zero), axis=axis + 1, dtype=a.dtype)
+
+
+def sums_by_axis(
+    a: jax.Array, window: AdaptiveWindow, untiled: Callable[..., jax.Array] = sum_bins
+) -> jax.Array:
+    """The bin sums one pooled axis at a time: a reshape where wide bins tile an axis,
+    :func:`sum_bins` where narrow ones do, ``untiled`` (:func:`sum_bins`, or a form of it
+    with another derivative) where they do not; with one bin per plane, one reduction over
+    the merged plane (its derivative a broadcast)."""
+    if window.is_global:
+        merged, axis = plane(a, window)
+        return jnp.sum(merged, axis=axis, dtype=a.dtype).reshape(window.out_shape)
+    for _, axis, length, out in pooled_axes(window):
+        if length % out == 0 and is_wide(length, out):
+            shape = a.shape[:axis] + (out, length // out) + a.shape[axis + 1 :]
+            a = jnp.sum(a.reshape(shape), axis=axis + 1, dtype=a.dtype)
+        elif length % out == 0:
+            a = sum_bins(a, axis, length, out)
+        else:
+            a = untiled(a, axis, length, out)
+    return a
 
 
 def matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:

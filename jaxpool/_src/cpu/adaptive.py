@@ -41,13 +41,25 @@ Box = tuple[bins_lib.Run, ...]  # one run of bins per spatial axis
 
 
 def max_program(x: jax.Array, window: AdaptiveWindow) -> Callable | None:
-    """The maxima: chains over the taps of each box where one axis pools."""
-    return functools.partial(_chain_reduce, combine=lax.max) if _pools_one_axis(window) else None
+    """The maxima: chains over the taps of each box where one axis pools, else one axis at a
+    time where the portable program would chain the taps of all axes."""
+    if _pools_one_axis(window):
+        return functools.partial(_chain_reduce, combine=lax.max)
+    return bins_lib.max_by_axis if _chains_all_axes(window) else None
 
 
 def sum_program(x: jax.Array, window: AdaptiveWindow) -> Callable | None:
-    """The sums: chains over the taps of each box where one axis pools."""
-    return functools.partial(_chain_reduce, combine=lax.add) if _pools_one_axis(window) else None
+    """The sums: as :func:`max_program`."""
+    if _pools_one_axis(window):
+        return functools.partial(_chain_reduce, combine=lax.add)
+    return bins_lib.sums_by_axis if _chains_all_axes(window) else None
+
+
+def _chains_all_axes(window: AdaptiveWindow) -> bool:
+    """Whether the portable maxima and sums chain the taps of all axes (:func:`bins.is_joint`),
+    which a CPU runs slower than the reduction one axis at a time where several axes pool
+    (the adaptive workloads of ``benchmarks/training.py --scale cpu``)."""
+    return not window.is_global and bins_lib.is_joint(window)
 
 
 def argmax_program(x: jax.Array, window: AdaptiveWindow) -> Callable:
