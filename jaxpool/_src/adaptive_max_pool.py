@@ -1,7 +1,7 @@
 """AdaptiveMaxPool-8: the maximum over each adaptive bin, with argmax indices.
 
 The bins (:mod:`bins`) are boxes, so the maxima reduce in one chain over the taps of small
-bins, else one pooled axis at a time (global pooling: one reduction over the plane).  The
+bins, else one pooled axis at a time (global pooling: one reduction over the spatial axes).  The
 argmax finds the first maximum (or first NaN) of each bin in row-major order: for global pooling in
 one reduction of ``(value, position)`` pairs over the merged plane; for small bins in one scan
 over the taps of all axes, which keeps no partly reduced intermediate; else one axis at a

@@ -6,8 +6,8 @@ bin tables and never emit one op per bin.  Along an axis whose widest bin has ``
 tap ``m`` is the view holding element ``start + m`` of every bin (:func:`axis_taps`), a shorter
 bin repeating its last element, which a maximum ignores and a sum masks.  Small bins reduce
 in one chain over the taps of all axes (:func:`joint_taps`); wide bins reduce a window axis of
-``(O, M)`` bin windows instead (:func:`bin_windows`); global pooling reduces the merged plane
-(:func:`plane`).
+``(O, M)`` bin windows instead (:func:`bin_windows`); global pooling reduces the spatial
+axes at once.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def is_wide(length: int, out: int) -> bool:
 
 def plane(a: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, int]:
     """``a`` with its spatial axes, adjacent in both layouts, merged into one (a reshape), and
-    that axis: global pooling reduces it in one reduction, as ``jnp.max`` and ``jnp.mean``
-    over the spatial axes do."""
+    that axis: the global argmax reduces it in one reduction of ``(value, position)``
+    pairs."""
     first = window.spatial_axes[0]
     return a.reshape(a.shape[:first] + (-1,) + a.shape[first + window.nd :]), first
 
@@ -154,10 +154,9 @@ def real_elements(length: int, out: int, width: int) -> np.ndarray:
 def max_by_axis(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     """The bin maxima (``max`` propagates NaN) one pooled axis at a time: a fused chain of
     ``max`` over the taps of narrow bins, a reduction of the bin windows of wide ones; with
-    one bin per plane, one reduction over the merged plane."""
+    one bin per plane, one reduction over the spatial axes (``jnp.max``'s)."""
     if window.is_global:
-        merged, axis = plane(x, window)
-        return jnp.max(merged, axis=axis).reshape(window.out_shape)
+        return jnp.max(x, axis=window.spatial_axes, keepdims=True)
     y = x
     for _, axis, length, out in pooled_axes(window):
         if is_wide(length, out):
@@ -191,10 +190,9 @@ def sums_by_axis(
     """The bin sums one pooled axis at a time: a reshape where wide bins tile an axis,
     :func:`sum_bins` where narrow ones do, ``untiled`` (:func:`sum_bins`, or a form of it
     with another derivative) where they do not; with one bin per plane, one reduction over
-    the merged plane (its derivative a broadcast)."""
+    the spatial axes (``jnp.sum``'s, its derivative a broadcast)."""
     if window.is_global:
-        merged, axis = plane(a, window)
-        return jnp.sum(merged, axis=axis, dtype=a.dtype).reshape(window.out_shape)
+        return jnp.sum(a, axis=window.spatial_axes, dtype=a.dtype, keepdims=True)
     for _, axis, length, out in pooled_axes(window):
         if length % out == 0 and is_wide(length, out):
             shape = a.shape[:axis] + (out, length // out) + a.shape[axis + 1 :]
