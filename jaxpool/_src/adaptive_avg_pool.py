@@ -1,11 +1,11 @@
 """AdaptiveAvgPool-8: the average over each adaptive bin.
 
-The bins (:mod:`bins`) are boxes, so the sums reduce in one chain over the taps of small
-bins, else one pooled axis at a time (global pooling: one reduction over the spatial axes), and the
-average divides once by the static bin volumes.  Where the bins tile an axis, its sum is a
-chain over the taps of narrow bins or a reshape for wide ones; elsewhere the value gathers
-bin elements (exact, infinities included) and the derivative is the product with the bin
-matrix, whose transpose, the gradient, needs no scatter.
+The bins (:mod:`bins`) are boxes, so the sums reduce in one chain over the taps of small bins,
+else one pooled axis at a time (global pooling: one reduction over the spatial axes), and the
+average divides once by the static bin volumes.  Where the bins tile an axis, its sum is a chain
+over the taps of narrow bins or a reshape for wide ones; elsewhere the value gathers bin
+elements (exact, infinities included) and the derivative is the product with the bin matrix,
+whose transpose, the gradient, needs no scatter.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 The bins (:mod:`bins`) are boxes, so the maxima reduce in one chain over the taps of small
 bins, else one pooled axis at a time (global pooling: one reduction over the spatial axes).  The
-argmax finds the first maximum (or first NaN) of each bin in row-major order: for global pooling in
-one reduction of ``(value, position)`` pairs over the merged plane; for small bins in one scan
-over the taps of all axes, which keeps no partly reduced intermediate; else one axis at a
-time (:func:`bins.argmax_by_axis`).  The derivative routes through the argmax positions.
+argmax finds the first maximum (or first NaN) of each bin in row-major order: for global
+pooling in one reduction of ``(value, position)`` pairs over the merged plane; for small bins
+in one scan over the taps of all axes, which keeps no partly reduced intermediate; else one
+axis at a time (:func:`bins.argmax_by_axis`).  The derivative routes through the argmax
+positions.
 """
 
 from __future__ import annotations
