@@ -290,20 +290,30 @@ def avg_config(seed):
 
 
 # One (NCX shape, output size) for each form the adaptive programs take: global pooling (one
-# reduction over the plane), small bins (one chain over the taps of all axes: tiling and
+# reduction over the spatial axes), small bins (one chain over the taps of all axes: tiling and
 # non-tiling, 1-D to 3-D, outputs larger than the input) and large bins (one axis at a time:
-# narrow bins chained, wide ones as bin windows, tiling or not).
+# narrow bins chained, wide ones as bin windows, tiling or not, with an axis left as it is).
 ADAPTIVE_FORMS = (
-    ((2, 3, 7, 7), 1),
-    ((2, 3, 2, 3, 4), 1),
-    ((2, 3, 50, 50), 16),
-    ((2, 3, 14, 14), 4),
+    ((2, 3, 7, 7), (1, 1)),
+    ((2, 3, 2, 3, 4), (1, 1, 1)),
+    ((2, 3, 50, 50), (16, 16)),
+    ((2, 3, 14, 14), (4, 4)),
     ((2, 3, 32, 12), (16, None)),
     ((1, 2, 6, 6, 6), (4, 5, 7)),
-    ((2, 3, 20), 3),
+    ((2, 3, 20), (3,)),
     ((2, 3, 30, 17), (4, 3)),
-    ((2, 3, 60), 2),
-    ((2, 3, 61), 2),
+    ((2, 3, 60), (2,)),
+    ((2, 3, 61), (2,)),
+    ((2, 3, 50), (3,)),
     ((2, 3, 64, 9), (4, 2)),
+    ((1, 2, 40, 7), (1, 3)),
+    ((2, 2, 21, 22), (2, 3)),
     ((1, 2, 9, 9, 9), (2, 2, 2)),
+    ((1, 1, 9, 30, 4), (2, 2, 4)),
 )
+
+
+def form_config(form, data_format):
+    """The configuration (as :func:`adaptive_config` gives) of ``ADAPTIVE_FORMS[form]``."""
+    shape, output_size = ADAPTIVE_FORMS[form]
+    return dict(shape=shape, output_size=list(output_size), data_format=data_format)

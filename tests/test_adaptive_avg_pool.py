@@ -57,24 +57,22 @@ class TestRuntime:
     @pytest.mark.parametrize("form", range(len(cases.ADAPTIVE_FORMS)))
     def test_every_form_matches_runtime(self, form, data_format):
         """Each form the programs take (global, small bins in one chain, large bins one axis
-        at a time), and its gradient: the transpose of the runtime's linear map."""
-        shape, output_size = cases.ADAPTIVE_FORMS[form]
+        at a time), with and without ties, and its gradient: the transpose of the runtime's
+        linear map."""
+        cfg = cases.form_config(form, data_format)
+        size = cases.runtime_size(cfg)
         rng = np.random.default_rng(form)
-        x = rng.standard_normal(shape).astype(np.float32)
-        if isinstance(output_size, int):
-            output_size = (output_size,) * (len(shape) - 2)
-        cfg = dict(shape=shape, output_size=list(output_size), data_format=data_format)
-        expected = oracle.adaptive_avg_pool(x, cases.runtime_size(cfg))
-        y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
-        np.testing.assert_allclose(y, expected, rtol=2e-6, atol=2e-6)
-        # The map is linear: its gradient against a cotangent w is the runtime applied to each
-        # basis input, dotted with w; check <f(v), w> = <v, grad> for a random v instead.
-        w = rng.standard_normal(expected.shape).astype(np.float32)
-        grad = jax.grad(lambda a: jnp.sum(jaxpool.adaptive_avg_pool(a, output_size) * w))(
+        for ties in (False, True):
+            x = cases.adaptive_sample(rng, "float32", cfg["shape"], ties)
+            y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
+            np.testing.assert_allclose(y, oracle.adaptive_avg_pool(x, size), rtol=2e-6, atol=1e-6)
+        # The map is linear: check <f(v), w> = <v, grad> for a random v and w.
+        w = rng.standard_normal(y.shape).astype(np.float32)
+        grad = jax.grad(lambda a: jnp.sum(jaxpool.adaptive_avg_pool(a, cfg["output_size"]) * w))(
             jnp.asarray(x)
         )
-        v = rng.standard_normal(shape).astype(np.float32)
-        lhs = float(np.sum(oracle.adaptive_avg_pool(v, cases.runtime_size(cfg)) * w))
+        v = rng.standard_normal(x.shape).astype(np.float32)
+        lhs = float(np.sum(oracle.adaptive_avg_pool(v, size) * w))
         assert abs(lhs - float(np.sum(v * np.asarray(grad)))) < 1e-4 * (1 + abs(lhs))
 
     @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
@@ -91,27 +89,6 @@ class TestRuntime:
             oracle.adaptive_avg_pool(x[..., :4], [2])[..., 1:],
         )
         assert oracle.adaptive_avg_pool(x[..., :4], [1])[0, 0, 0] == 2  # 2.75 truncated
-
-    @pytest.mark.parametrize(
-        "shape,output_size",
-        [
-            ((2, 3, 50), [3]),
-            ((1, 2, 40, 7), [1, 3]),
-            ((1, 1, 9, 30, 4), [2, 2, 4]),
-            ((2, 2, 21, 22), [2, 3]),
-        ],
-    )
-    def test_wide_bins(self, shape, output_size):
-        """Bins wider than a fused tap chain handles reduce a gathered window axis."""
-        rng = np.random.default_rng(len(shape))
-        for ties in (False, True):
-            x = cases.adaptive_sample(rng, "float32", shape, ties)
-            np.testing.assert_allclose(
-                jaxpool.adaptive_avg_pool(x, output_size),
-                oracle.adaptive_avg_pool(x, output_size),
-                rtol=2e-6,
-                atol=1e-6,
-            )
 
     def test_float64(self, x64):
         rng = np.random.default_rng(11)

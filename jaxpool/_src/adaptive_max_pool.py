@@ -70,7 +70,8 @@ def _argmax_global(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     intermediate."""
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    merged, axis = bins_lib.plane(x, window)
+    axis = window.spatial_axes[0]
+    merged = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + window.nd :])
     y, position = lax.reduce(
         (merged, lax.broadcasted_iota(pos_dtype, merged.shape, axis)),
         indices_lib.argmax_init(x.dtype, pos_dtype),

@@ -55,14 +55,6 @@ def is_wide(length: int, out: int) -> bool:
     return widest(length, out) > CHAIN_WIDTH
 
 
-def plane(a: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, int]:
-    """``a`` with its spatial axes, adjacent in both layouts, merged into one (a reshape), and
-    that axis: the global argmax reduces it in one reduction of ``(value, position)``
-    pairs."""
-    first = window.spatial_axes[0]
-    return a.reshape(a.shape[:first] + (-1,) + a.shape[first + window.nd :]), first
-
-
 def along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
     """Places a vector on ``axis`` of a rank-``rank`` array, for broadcasting."""
     shape = [1] * rank
