@@ -4,6 +4,7 @@ valid and invalid, with the rules that tell them apart (computed here, never by 
 
 from __future__ import annotations
 
+import hypothesis
 import ml_dtypes
 import numpy as np
 import reference
@@ -159,6 +160,18 @@ def valid_adaptive(x, size, data_format):
     if isinstance(size, tuple):
         return len(size) == nd and all(s is None or s >= 1 for s in size)
     return isinstance(size, int) and size >= 1
+
+
+def fuzz(max_examples):
+    """The settings of a property test: reproducible examples (derandomized, no database),
+    no deadline, and no health check on slow data generation."""
+    return hypothesis.settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[hypothesis.HealthCheck.too_slow],
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -169,13 +169,7 @@ class TestPyTorchAndGradients:
 # --------------------------------------------------------------------------------------------
 
 
-@hypothesis.settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+@cases.fuzz(40)
 @hypothesis.given(cases.adaptive_cases())
 def test_fuzz_against_reference(config):
     x, size, fmt = config

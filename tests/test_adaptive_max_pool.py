@@ -341,13 +341,7 @@ def test_huge_input_without_indices():
 # --------------------------------------------------------------------------------------------
 
 
-@hypothesis.settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+@cases.fuzz(40)
 @hypothesis.given(cases.adaptive_cases())
 def test_fuzz_against_reference(config):
     x, size, fmt = config

@@ -311,13 +311,7 @@ class TestPyTorchAndGradients:
 # Random attributes, valid and invalid, against tests/reference.py.
 # --------------------------------------------------------------------------------------------
 
-FUZZ = hypothesis.settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+FUZZ = cases.fuzz(60)
 
 
 @FUZZ

@@ -698,13 +698,7 @@ def test_one_gib_input():
 # Random attributes, valid and invalid, against tests/reference.py.
 # --------------------------------------------------------------------------------------------
 
-FUZZ = hypothesis.settings(
-    max_examples=80,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+FUZZ = cases.fuzz(80)
 
 
 @FUZZ

@@ -219,13 +219,7 @@ def test_max_unpool_of_vmapped_indices():
 # Properties of every op (hypothesis).
 # ----------------------------------------------------------------------------------------------
 
-PROPERTY = hypothesis.settings(
-    max_examples=3,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+PROPERTY = cases.fuzz(3)
 
 
 @pytest.mark.parametrize("op", list(OPS))

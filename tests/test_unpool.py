@@ -126,13 +126,7 @@ def test_huge_output_with_x64():
     assert out.shape == shape and out.dtype == jnp.float32
 
 
-@hypothesis.settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
+@cases.fuzz(30)
 @hypothesis.given(cases.sliding_cases(with_dilations=True), st.integers(0, 2))
 def test_fuzz_unpools_what_max_pool_found(config, axis):
     """Unpooling what max_pool found is the reference's scatter-add of the same indices."""
