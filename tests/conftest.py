@@ -9,8 +9,15 @@ programs differ, are such classes (``@pytest.mark.usefixtures("class_program")``
 """
 
 import os
+import pathlib
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# Hypothesis keeps its files (a cache of constants, even without an example database) in
+# `.hypothesis/` of the working directory unless told otherwise: not in the checkout.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "jaxpool-hypothesis")
+)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -53,3 +60,48 @@ def x64():
     """Runs a test with 64-bit types enabled."""
     with jax.enable_x64(True):
         yield
+
+
+# --------------------------------------------------------------------------------------------
+# No test writes into the checkout: the files under it (bytecode aside) are the same set after
+# the session as before, or the session fails.  A file left behind (a `build/` folder, a cache)
+# makes a tested checkout and a clean clone disagree.  The controller of an xdist run checks,
+# after every worker has finished.
+# --------------------------------------------------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _checkout_files() -> set[str]:
+    found = set()
+    for folder, names, files in os.walk(ROOT):
+        names[:] = [n for n in names if n not in (".git", "__pycache__")]
+        found.update(os.path.relpath(os.path.join(folder, f), ROOT) for f in files)
+    return found
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_BEFORE] = _checkout_files()
+
+
+def pytest_sessionfinish(session):
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    added = sorted(_checkout_files() - before)
+    if added:
+        session.config.stash[_ADDED] = added
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    added = config.stash.get(_ADDED, None)
+    if added:
+        terminalreporter.section("files the tests wrote into the checkout", red=True)
+        for path in added[:50]:
+            terminalreporter.write_line(path)
+
+
+_BEFORE = pytest.StashKey[set]()
+_ADDED = pytest.StashKey[list]()

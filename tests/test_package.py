@@ -2,8 +2,10 @@
 `py.typed`, the README and one version, and the wheel installs and runs on its own.
 
 The wheel is built without build isolation (setuptools and wheel from this environment), so
-no network is needed; it goes into a fresh virtual environment that sees this environment's
-site-packages (jax is not downloaded again) but not the checkout.
+no network is needed, from a copy of the sources in a temporary directory: a build writes its
+``build/`` and ``*.egg-info`` next to the sources, and none may land in the checkout.  The
+wheel goes into a fresh virtual environment that sees this environment's packages through a
+``.pth`` file (jax is not downloaded again) but not the checkout.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import email.parser
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,9 +26,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # `build` and `twine` are in the test extra: a missing one fails, never skips.
+import build  # noqa: E402, F401
 import twine  # noqa: E402, F401
 
-import build  # noqa: E402, F401
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "jaxpool")
 
 
 def _run(*args: str, cwd: pathlib.Path = ROOT, env: dict[str, str] | None = None) -> str:
@@ -34,10 +38,27 @@ def _run(*args: str, cwd: pathlib.Path = ROOT, env: dict[str, str] | None = None
     return result.stdout
 
 
+def _checkout_files() -> set[pathlib.Path]:
+    """Every file under the checkout, ``.git`` and bytecode aside."""
+    return {
+        p.relative_to(ROOT)
+        for p in ROOT.rglob("*")
+        if ".git" not in p.parts[len(ROOT.parts) :] and "__pycache__" not in p.parts
+    }
+
+
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> pathlib.Path:
-    """``python -m build --no-isolation`` into a temporary directory: an sdist and a wheel."""
+def dist(tmp_path_factory) -> tuple[pathlib.Path, set[pathlib.Path]]:
+    """``python -m build --no-isolation`` of a copy of the sources: the folder of an sdist and
+    a wheel, and the files that the build added to the checkout (none)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("dist")
+    before = _checkout_files()
     _run(
         sys.executable,
         "-m",
@@ -47,9 +68,10 @@ def dist(tmp_path_factory) -> pathlib.Path:
         "--wheel",
         "--outdir",
         str(out),
-        str(ROOT),
+        str(src),
+        cwd=src,
     )
-    return out
+    return out, _checkout_files() - before
 
 
 def _version() -> str:
@@ -69,6 +91,7 @@ def test_one_version_string():
 
 
 def test_twine_check(dist):
+    dist, _ = dist
     files = sorted(str(p) for p in dist.iterdir())
     assert len(files) == 2, files
     out = _run(sys.executable, "-m", "twine", "check", "--strict", *files)
@@ -76,6 +99,7 @@ def test_twine_check(dist):
 
 
 def test_wheel_contents_and_metadata(dist):
+    dist, _ = dist
     (wheel,) = dist.glob("*.whl")
     assert wheel.name == f"jaxpool-{_version()}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as zf:
@@ -90,23 +114,46 @@ def test_wheel_contents_and_metadata(dist):
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert "## Semantics" in metadata.get_payload()  # the README is the long description
     assert "Typing :: Typed" in metadata.get_all("Classifier")
-    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL"))
-    assert urls["Documentation"] == "https://jaxpool.readthedocs.io"
-    assert urls["Repository"] == "https://github.com/jaxpool/jaxpool"
+    # Nothing is hosted yet: no project URL would lead anywhere.
+    assert metadata.get_all("Project-URL") is None
 
 
 def test_sdist_contents(dist):
+    dist, _ = dist
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "pyproject.toml", "jaxpool/py.typed"} <= names
 
 
+def test_building_writes_nothing_into_the_checkout(dist):
+    _, added = dist
+    assert not added, sorted(map(str, added))
+
+
+def _environment_paths() -> list[str]:
+    """This interpreter's import path outside the checkout: its site-packages and stdlib."""
+    paths = []
+    for entry in sys.path:
+        path = pathlib.Path(entry or ".").resolve()
+        if path.is_dir() and not path.is_relative_to(ROOT):
+            paths.append(str(path))
+    return paths
+
+
 def test_wheel_installs_and_runs(dist, tmp_path):
-    """Installed in a fresh venv, the wheel's jaxpool (not the checkout's) imports and pools."""
+    """Installed in a fresh venv, the wheel's jaxpool (not the checkout's) imports and pools.
+
+    The venv reads this environment's packages from a ``.pth`` file in its own site-packages.
+    (``system_site_packages=True`` would show it the base interpreter's packages instead,
+    which lack jax when the tests run in a virtual environment.)  Entries of a ``.pth`` file
+    come after the venv's own site-packages, and the ``.pth`` files in them are not read, so
+    the editable install of the checkout stays invisible.
+    """
+    dist, _ = dist
     (wheel,) = dist.glob("*.whl")
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     # pip of this environment installs into the venv; no dependency is downloaded.
@@ -123,6 +170,9 @@ def test_wheel_installs_and_runs(dist, tmp_path):
         str(wheel),
         env=env,
     )
+    purelib = _run(str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))")
+    pth = pathlib.Path(purelib.strip()) / "_running_environment.pth"
+    pth.write_text("\n".join(_environment_paths()) + "\n")
     code = (
         "import pathlib, sys, jax.numpy as jnp, jaxpool\n"
         "print(pathlib.Path(jaxpool.__file__).resolve())\n"

@@ -1,9 +1,13 @@
 """The code stays typed, linted and formatted: mypy over ``jaxpool/`` (configured in
-``pyproject.toml``), ``ruff check`` and ``ruff format --check`` over the repository."""
+``pyproject.toml``), ``ruff check`` and ``ruff format --check`` over the repository.
+
+The tools keep their caches out of the checkout (a test writes nothing into it).
+"""
 
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -15,12 +19,29 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-m", "mypy"],
-        [sys.executable, "-m", "ruff", "check", "."],
-        [sys.executable, "-m", "ruff", "format", "--check", "."],
+        [sys.executable, "-m", "mypy", "--cache-dir", "{tmp}"],
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
+        [sys.executable, "-m", "ruff", "format", "--no-cache", "--check", "."],
     ],
     ids=["mypy", "ruff-check", "ruff-format"],
 )
-def test_tool_is_clean(command):
+def test_tool_is_clean(command, tmp_path):
+    command = [part.replace("{tmp}", str(tmp_path)) for part in command]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("build_folder", [False, True])
+def test_import_order_does_not_depend_on_a_build_folder(tmp_path, build_folder):
+    """A ``build/`` folder beside the sources (what a setuptools build leaves) must not turn
+    the ``build`` frontend into a first-party module for ruff's import sorting: the imports
+    are sorted alike in a clean clone and in a checkout that has built a wheel."""
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for folder in ("jaxpool", "tests"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.pyc"))
+    if build_folder:
+        (tmp_path / "build" / "lib").mkdir(parents=True)
+        (tmp_path / "build" / "__init__.py").write_text("")
+    command = [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "I", "."]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
