@@ -71,6 +71,11 @@ Y = np.zeros((2, 3, 4, 4), np.float32)
 IDX = np.zeros((2, 3, 4, 4), np.int32)
 X2 = np.zeros((1, 2, 6, 6), np.float32)
 X1 = np.ones((1, 1, 4), np.float32)
+# Indices that 2x2 windows of an 8x8 map give (axis=2), to be unpooled into a 5x5 map: the
+# 72 of 96 that name positions 25 and beyond would be lost.
+Y8 = np.ones((2, 3, 4, 4), np.float32)
+I8 = np.broadcast_to((2 * np.arange(4)[:, None] + 1) * 8 + 2 * np.arange(4) + 1, Y8.shape)
+LOST = r"(?s)`indices` \(taken with `axis`=2\).*`output_shape` \(=\(%s\)\): 72 of 96 values"
 Y1 = np.ones((1, 2, 3), np.float32)
 IDX1 = np.zeros((1, 2, 3), np.int32)
 HUGE = (2**12, 2**10, 2**5, 2**5)  # 2**32 elements, 16 GiB (never allocated)
@@ -964,6 +969,52 @@ ROWS += [
         combine="min",
         error=V,
         match=names("combine", "'min'"),
+    ),
+    row(
+        "max_unpool-indices-outside-output_shape",
+        jaxpool.max_unpool,
+        Y8,
+        I8,
+        (2, 3, 5, 5),
+        axis=2,
+        error=V,
+        match=LOST % "2, 3, 5, 5" + r".*the indices need at least 64",
+    ),
+    row(
+        "max_unpool-indices-negative",
+        jaxpool.max_unpool,
+        Y1,
+        np.array([[[0, -1, 2], [0, 1, 2]]]),
+        (1, 2, 6),
+        axis=2,
+        error=V,
+        match=r"1 of 6 values would be lost",
+    ),
+    row(
+        "nn.MaxUnpool-indices-outside-output_shape",
+        module_called,
+        pnn.MaxUnpool(axis=2, data_format="NCX"),
+        Y8,
+        I8,
+        (2, 3, 5, 5),
+        error=V,
+        match=LOST % "2, 3, 5, 5",
+    ),
+    row(
+        "nn.linen.MaxUnpool-indices-outside-output_shape",
+        module_called,
+        pnn.linen.MaxUnpool(axis=2, data_format="NCX"),
+        Y8,
+        I8,
+        (2, 3, 5, 5),
+        error=V,
+        match=LOST % "2, 3, 5, 5",
+    ),
+    row(
+        "nn.eqx.MaxUnpool-indices-outside-output_shape",
+        lambda: peqx.MaxUnpool(num_spatial_dims=2)(Y8[0], I8[0], (3, 5, 5)),
+        error=V,
+        match=r"(?s)`indices` \(taken with `axis`=2\).*\(=\(1, 3, 5, 5\)\): 36 of 48 values",
     ),
     row(
         "max_unpool-combine-type",

@@ -225,7 +225,7 @@ def test_roi_align_larger_map_matches_runtime():
         check(jaxpool.roi_align(x, rois, batch, 7, spatial_scale=1 / 16, mode=mode), want)
 
 
-@pytest.mark.parametrize("method,scale", itertools.product(["max", "bilinear"], SCALES))
+@pytest.mark.parametrize("method,scale", list(itertools.product(["max", "bilinear"], SCALES)))
 def test_roi_pool_matches_runtime(method, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (method == "max"))
     x = features(rng, 3)
@@ -246,7 +246,7 @@ def test_roi_pool_matches_runtime(method, scale):
     check(got, want, "NXC")
 
 
-@pytest.mark.parametrize("mode,scale", itertools.product(["average", "bilinear"], SCALES))
+@pytest.mark.parametrize("mode,scale", list(itertools.product(["average", "bilinear"], SCALES)))
 def test_psroi_pool_matches_runtime(mode, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))
     group_size, output_dim = int(rng.integers(1, 4)), int(rng.integers(1, 3))
@@ -278,7 +278,9 @@ def test_psroi_pool_matches_runtime(mode, scale):
         check(got, want, data_format)
 
 
-@pytest.mark.parametrize("clockwise,sampling_ratio", itertools.product([False, True], range(5)))
+@pytest.mark.parametrize(
+    "clockwise,sampling_ratio", list(itertools.product([False, True], range(5)))
+)
 def test_roi_align_rotated_matches_runtime(clockwise, sampling_ratio):
     seed = 2 * sampling_ratio + clockwise
     rng = np.random.default_rng(seed)
@@ -636,6 +638,62 @@ def test_batch_index_outside_gives_zeros():
         assert np.all(got[:3] == 0) and np.all(got[3] > 0)
     got = np.asarray(jaxpool.psroi_pool(x[:, :1], prois, 1, 1))
     assert np.all(got[:3] == 0) and np.all(got[3] > 0)
+
+
+def _indexed(r, b):
+    """Boxes ``[R, 5]`` with their batch indices first, traceable."""
+    return jnp.concatenate([b[:, None].astype(r.dtype), r], 1)
+
+
+# Each ROI function of (x, boxes [R, 4], batch indices [R]), NCX, and its output channels and
+# size for an x of 8 channels.
+EMPTY_CALLS = {
+    "roi_align": (lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)), 8, (3, 2)),
+    "roi_align_max": (lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"), 8, (2, 2)),
+    "roi_align_rotated": (
+        lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
+        8,
+        (3, 3),
+    ),
+    "roi_pool": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2), 8, (2, 2)),
+    "roi_pool_bilinear": (
+        lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
+        8,
+        (2, 2),
+    ),
+    "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), 2, (2, 2)),
+    "psroi_pool_bilinear": (
+        lambda x, r, b: jaxpool.psroi_pool(
+            x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2
+        ),
+        2,
+        (2, 2),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CALLS))
+@pytest.mark.parametrize("n,r", [(0, 0), (0, 3), (2, 0)])
+def test_empty_inputs(name, n, r):
+    """No images or no boxes: zeros of the output's shape (every batch index is outside
+    ``[0, 0)``), eagerly, under ``jit`` and ``vmap``, with zero gradients."""
+    f, channels, size = EMPTY_CALLS[name]
+    x = jnp.ones((n, 8, 10, 10), jnp.bfloat16)
+    rois = jnp.tile(jnp.array([[1.0, 1.0, 6.0, 5.0]]), (r, 1))
+    batch = jnp.zeros((r,), jnp.int32)
+    want = np.zeros((r, channels, *size), np.float32)
+    for got in (f(x, rois, batch), jax.jit(f)(x, rois, batch)):
+        assert got.dtype == jnp.bfloat16
+        np.testing.assert_array_equal(got.astype(np.float32), want)
+    stacked = jax.vmap(f)(jnp.stack([x, x]), jnp.stack([rois, rois]), jnp.stack([batch, batch]))
+    assert stacked.shape == (2, *want.shape)
+    gx, grois = jax.grad(lambda x, r: f(x, r, batch).astype(jnp.float32).sum(), (0, 1))(
+        x.astype(jnp.float32), rois
+    )
+    assert gx.shape == x.shape and grois.shape == rois.shape
+    assert not np.any(np.asarray(gx)) and not np.any(np.asarray(grois))
+    nxc = jaxpool.roi_align(jnp.moveaxis(x, 1, -1), rois, batch, 2, data_format="NXC")
+    assert nxc.shape == (r, 2, 2, 8)
 
 
 # --------------------------------------------------------------------------------------------

@@ -77,20 +77,25 @@ def test_adaptive_indices(data_format):
         np.testing.assert_allclose(out, reference.max_unpool(y, i, x.shape, axis=2), rtol=1e-6)
 
 
-def test_integer_values_and_indices_out_of_range():
+def test_integer_values_and_traced_indices_out_of_range():
+    """Traced indices outside their plane are dropped, as the docstring says; concrete ones
+    are refused (the table of bad inputs)."""
+    unpool = jax.jit(jaxpool.max_unpool, static_argnames=("output_shape", "axis"))
     y = np.array([[[5, 6, 7]]], np.int32)
-    out = jaxpool.max_unpool(y, np.array([[[4, -1, 4]]], np.int8), (1, 1, 5), axis=2)
+    out = unpool(y, np.array([[[4, -1, 4]]], np.int8), output_shape=(1, 1, 5), axis=2)
     assert out.dtype == jnp.int32
     np.testing.assert_array_equal(
         out, reference.max_unpool(y[..., ::2], np.array([[[4, 4]]]), (1, 1, 5))
     )
     # axis=2 index 5 of a 5-element plane would land in the next plane: it is dropped.
-    out = jaxpool.max_unpool(
-        np.ones((1, 2, 1), np.float32), np.array([[[5], [0]]]), (1, 2, 5), axis=2
+    out = unpool(
+        np.ones((1, 2, 1), np.float32), np.array([[[5], [0]]]), output_shape=(1, 2, 5), axis=2
     )
     np.testing.assert_array_equal(
         out, reference.max_unpool(np.ones((1, 1, 1), np.float32), np.array([[[5]]]), (1, 2, 5))
     )
+    with pytest.raises(ValueError, match="2 of 3 values would be lost"):
+        jaxpool.max_unpool(y, np.array([[[5, -1, 4]]]), (1, 1, 5), axis=2)
 
 
 def test_specials():

@@ -41,8 +41,13 @@ def _psroi_pool(
     spatial_bins: tuple[int, int],
     data_format: str,
 ) -> jax.Array:
+    n = x.shape[0]
+    shape = (group_size, group_size)
+    empty = roi_lib.nothing_read(n, rois.shape[0], output_dim, shape, x.dtype, data_format)
+    if empty is not None:
+        return empty
     xt = roi_lib.channels_last(x, data_format)
-    n, height, width, _ = xt.shape
+    _, height, width, _ = xt.shape
     gs = group_size
     dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
     boxes = rois.astype(dtype)

@@ -167,6 +167,20 @@ def _written(f: Callable[[jax.Array], jax.Array], a: jax.Array) -> jax.Array:
     return done.reshape(lead, *done.shape[2:])
 
 
+def nothing_read(
+    n: int, num_rois: int, channels: int, output_size: tuple[int, ...], dtype: Any, data_format: str
+) -> jax.Array | None:
+    """The output where no box reads the map, else None: zeros of shape ``[R, channels,
+    *output_size]`` (or channels-last) where there are no boxes (``R = 0``) or no images
+    (``N = 0``: every batch index lies outside ``[0, N)``, which gives zeros by the runtime's
+    rule).  Their derivatives are zero."""
+    if n and num_rois:
+        return None
+    if data_format == "NCX":
+        return jnp.zeros((num_rois, channels, *output_size), dtype)
+    return jnp.zeros((num_rois, *output_size, channels), dtype)
+
+
 def batch_or_zero(batch: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     """Batch indices clipped into ``[0, N)`` and the mask of those that were inside."""
     batch = batch.astype(np.int32)

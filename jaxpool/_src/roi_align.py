@@ -37,7 +37,10 @@ def _roi_align(
     aligned_mode: str,
     data_format: str,
 ) -> jax.Array:
-    n, _, height, width = window_lib.to_ncx_shape(x.shape, data_format)
+    n, channels, height, width = window_lib.to_ncx_shape(x.shape, data_format)
+    empty = roi_lib.nothing_read(n, rois.shape[0], channels, output_size, x.dtype, data_format)
+    if empty is not None:
+        return empty
     out_h, out_w = output_size
     dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
     boxes = rois.astype(dtype)

@@ -45,6 +45,39 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
 COMBINES = ("sum", "max")
 
 
+def _plane_positions(
+    indices: jax.Array, ncx_shape: tuple[int, ...], data_format: str, axis: int
+) -> jax.Array:
+    """Each index as a position in its own ``(n, c)`` plane: in ``[0, prod(ncx_shape[2:]))``
+    where it names an element of that plane, outside that range where it does not."""
+    full = indices_lib.to_full(indices, ncx_shape, data_format, axis)
+    zeros = jnp.zeros(indices.shape, indices.dtype)
+    return full - indices_lib.to_full(zeros, ncx_shape, data_format, 2)
+
+
+def _check_concrete(
+    indices: jax.Array, shape: tuple[int, ...], axis: int, data_format: str, dtype: np.dtype
+) -> None:
+    """Refuses concrete ``indices`` of which any names no element of its own plane of
+    ``shape``: its value would be dropped, which is never what a caller means."""
+    ncx_shape = window_lib.to_ncx_shape(shape, data_format)
+    size = math.prod(ncx_shape[2:])
+    position = np.asarray(_plane_positions(indices.astype(dtype), ncx_shape, data_format, axis))
+    outside = (position < 0) | (position >= size)
+    lost = int(outside.sum())
+    if not lost:
+        return
+    # Plane positions taken with axis 2 do not depend on the plane's size: the largest one
+    # says how large the plane must be.  Those taken with axis 0 or 1 do.
+    need = f" and the indices need at least {position.max() + 1}" if axis == 2 else ""
+    raise ValueError(
+        f"`indices` (taken with `axis`={axis}) name positions outside `output_shape` "
+        f"(={shape}): {lost} of {indices.size} values would be lost. The spatial axes of "
+        f"`output_shape` hold {size} elements per plane{need}; pass the shape of the input "
+        "the indices were taken on."
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("shape", "axis", "combine", "data_format", "dtype"))
 def _max_unpool(
     y,
@@ -64,9 +97,7 @@ def _max_unpool(
     """
     ncx_shape = window_lib.to_ncx_shape(shape, data_format)
     size = math.prod(ncx_shape[2:])
-    full = indices_lib.to_full(indices.astype(dtype), ncx_shape, data_format, axis)
-    plane_start = indices_lib.to_full(jnp.zeros(indices.shape, dtype), ncx_shape, data_format, 2)
-    position = full - plane_start
+    position = _plane_positions(indices.astype(dtype), ncx_shape, data_format, axis)
     inside = (position >= 0) & (position < np.asarray(size, dtype))
     position = jnp.where(inside, position, np.asarray(size, dtype))  # dropped by the scatter
     n, c = ncx_shape[:2]
@@ -139,9 +170,14 @@ def max_unpool(
     pooled input, modulo ``prod(ncx_shape[axis:])``; the coordinates that ``axis`` dropped come
     from each index's own position in ``indices``.  An index that names no element of its own
     ``(n, c)`` plane (outside ``[0, prod(ncx_shape[axis:]))``, or, with ``axis`` 0 or 1,
-    another plane; pooling produces neither) contributes nothing.  With ``"sum"`` it is linear
-    in ``y`` and its gradient gathers at the indices; with ``"max"`` the gradient goes to the
-    values that won (split evenly among equal ones).
+    another plane; pooling produces neither, but indices taken on a larger input than
+    ``output_shape`` do) is refused with a ``ValueError`` that counts the values it would lose,
+    when ``indices`` is a concrete array.  Traced indices (under ``jit``, ``vmap`` or
+    ``grad``) cannot be inspected: there such an index contributes nothing, its value is
+    dropped and its gradient is zero, and no other position receives it (no wrap-around into
+    a neighbouring plane).  With ``"sum"`` it is linear in ``y`` and its gradient gathers at the
+    indices; with ``"max"`` the gradient goes to the values that won (split evenly among equal
+    ones).
 
     Args:
       y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
@@ -183,4 +219,6 @@ def max_unpool(
         )
     shape = _output_shape(output_shape, tuple(y.shape), data_format)
     dtype = _full_dtype(window_lib.to_ncx_shape(shape, data_format), np.dtype(indices.dtype))
+    if not isinstance(indices, jax.core.Tracer):
+        _check_concrete(indices, shape, axis, data_format, dtype)
     return _max_unpool(y, indices, shape, axis, combine, data_format, dtype)

@@ -264,6 +264,11 @@ class MaxUnpool(equinox.Module):
     (positions in each channel's plane, as this module's pools return them) name,
     :func:`jaxpool.max_unpool` with ``axis=2``.
 
+    Called on concrete indices, an index outside ``output_shape`` raises a ``ValueError`` that
+    counts the values it would lose.  Under ``jax.vmap`` or ``eqx.filter_jit`` the indices are
+    traced and cannot be inspected: there such a value is dropped (it reaches no position,
+    and its gradient is zero), as in :func:`jaxpool.max_unpool`.
+
     Example:
       >>> import jax.numpy as jnp
       >>> x = jnp.arange(4.0).reshape(1, 4)

@@ -138,7 +138,12 @@ class AdaptiveAvgPool(linen.Module):
 
 
 class MaxUnpool(linen.Module):
-    """Scatters pooled values back to their argmax positions, :func:`jaxpool.max_unpool`."""
+    """Scatters pooled values back to their argmax positions, :func:`jaxpool.max_unpool`.
+
+    Applied eagerly, indices outside ``output_shape`` raise a ``ValueError`` that counts the
+    values they would lose; under ``jit`` (traced indices) such values are dropped, as in
+    :func:`jaxpool.max_unpool`.
+    """
 
     axis: int
     combine: str = "sum"

@@ -219,7 +219,10 @@ class MaxUnpool(nnx.Module):
     """Scatters pooled values back to their argmax positions, :func:`jaxpool.max_unpool`.
 
     ``axis`` must be the one the indices were taken with (``MaxPool(..., axis=...)``; ``2``
-    for ``AdaptiveMaxPool``): it has no default, as :func:`jaxpool.max_unpool`'s.
+    for ``AdaptiveMaxPool``): it has no default, as :func:`jaxpool.max_unpool`'s.  Called
+    eagerly, indices outside ``output_shape`` raise a ``ValueError`` that counts the values
+    they would lose; under ``jit`` (traced indices) such values are dropped, as in
+    :func:`jaxpool.max_unpool`.
 
     Example:
       >>> import jax.numpy as jnp
