@@ -93,11 +93,6 @@ html_title = f"jaxpool {release}"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_theme_options = {
-    "repository_url": "https://github.com/jaxpool/jaxpool",
-    "repository_branch": "main",
-    "path_to_docs": "docs",
-    "use_repository_button": True,
-    "use_issues_button": True,
     "use_download_button": True,
     "home_page_in_toc": True,
     "show_toc_level": 2,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -34,7 +35,14 @@ import sphinx_book_theme  # noqa: E402, F401
 
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory) -> pathlib.Path:
-    """Runs the README's build command, ``sphinx-build -W -b html docs <out>``, once."""
+    """Runs the README's build command, ``sphinx-build -W -b html docs <out>``, once, on a copy
+    of the checkout: the build writes the sources it generates (``docs/_generated``, the API
+    stubs, the notebooks) next to the pages, and a test writes nothing into the checkout."""
+    src = tmp_path_factory.mktemp("checkout") / "jaxpool"
+    skip = shutil.ignore_patterns(
+        ".git", "__pycache__", "*.egg-info", "_build", "_generated", "_notebooks", "_autosummary"
+    )
+    shutil.copytree(ROOT, src, ignore=skip)
     out = tmp_path_factory.mktemp("docs") / "html"
     env = dict(os.environ)
     env.pop("JAXPOOL_DOCS_INTERSPHINX", None)  # offline: no inventories to download
@@ -50,10 +58,10 @@ def built_site(tmp_path_factory) -> pathlib.Path:
             "-q",
             "-b",
             "html",
-            str(DOCS),
+            str(src / "docs"),
             str(out),
         ],
-        cwd=ROOT,
+        cwd=src,
         env=env,
         capture_output=True,
         text=True,
@@ -165,10 +173,39 @@ def test_links_are_rewritten_for_the_site():
         sys.path.remove(str(DOCS / "_ext"))
     text = (
         "[a](../README.md) [b](../benchmarks/README.md#latest-cpu-results) "
-        "[c](#x) [d](https://e.org) [f](../jaxpool/_src/max_pool.py) ![p](results/gpu.png)"
+        "[c](#x) [d](https://e.org) [f](../jaxpool/_src/max_pool.py) ![p](results/gpu.png) "
+        "[`max_pool.py`](../jaxpool/_src/max_pool.py)"
     )
     assert jaxpool_docs.rewrite_links(text, "docs/design.md", images="/img") == (
         "[a](/index.md) [b](/performance.md#latest-cpu-results) [c](#x) [d](https://e.org) "
-        "[f](https://github.com/jaxpool/jaxpool/blob/main/jaxpool/_src/max_pool.py) "
-        "![p](/img/gpu.png)"
+        "f (`jaxpool/_src/max_pool.py`) ![p](/img/gpu.png) `jaxpool/_src/max_pool.py`"
     )
+
+
+def test_no_link_leads_to_an_unpublished_place(built_site):
+    """There is no hosted repository or documentation yet: neither the sources nor the built
+    site send a reader to one."""
+    dead = re.compile(r"jaxpool\.readthedocs\.io|github\.com/jaxpool")
+    sources = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "CHANGELOG.md"]
+    for folder, patterns in (
+        (DOCS, ("*.md", "*.py", "*.css")),
+        (ROOT / "jaxpool", ("*.py",)),
+        (ROOT / "examples", ("*.py",)),
+        (ROOT / "notebooks", ("*.ipynb",)),
+    ):
+        for pattern in patterns:
+            sources += [p for p in folder.rglob(pattern) if "_build" not in p.parts]
+    pages = list(built_site.rglob("*.html"))
+    hits = [str(p) for p in sources + pages if dead.search(p.read_text(errors="replace"))]
+    assert not hits
+
+
+def test_hosted_docs_build_as_the_readme_says():
+    """``.readthedocs.yaml`` installs the docs extra and builds ``docs/`` with warnings as
+    errors, the README's docs command, so that the site can be hosted as it builds here."""
+    config = (ROOT / ".readthedocs.yaml").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert 'pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build/html' in readme
+    assert re.search(r"extra_requirements:\s*\n\s*- docs\b", config)
+    assert "configuration: docs/conf.py" in config
+    assert "fail_on_warning: true" in config

@@ -28,7 +28,6 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-REPOSITORY = "https://github.com/jaxpool/jaxpool"
 DOCS = pathlib.Path(__file__).resolve().parent.parent
 ROOT = DOCS.parent
 
@@ -46,8 +45,9 @@ _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 def rewrite_links(text: str, source: str, images: str | None = None) -> str:
     """Rewrites the relative Markdown links of repository file ``source`` for the site.
 
-    A link to a file that is a page (``PAGES``) becomes a link to that page, a link to any
-    other repository file a link to the file on GitHub; ``#anchor`` links and URLs are kept.
+    A link to a file that is a page (``PAGES``) becomes a link to that page; any other
+    repository file is named by its path, unlinked, since the site is built from a checkout
+    and has no hosted repository to link to; ``#anchor`` links and URLs are kept.
     Images become ``images/<name>`` when ``images`` is given (the caller copies them there).
     """
     base = pathlib.PurePosixPath(source).parent
@@ -74,7 +74,9 @@ def rewrite_links(text: str, source: str, images: str | None = None) -> str:
         repo_path = resolve(path)
         if repo_path in PAGES:
             return f"[{label}]({PAGES[repo_path]}{anchor})"
-        return f"[{label}]({REPOSITORY}/blob/main/{repo_path}{anchor})"
+        if label.strip("`") in (repo_path, pathlib.PurePosixPath(repo_path).name):
+            return f"`{repo_path}`"
+        return f"{label} (`{repo_path}`)"
 
     return _LINK.sub(replace, text)
 
