@@ -225,7 +225,7 @@ def test_roi_align_larger_map_matches_runtime():
         check(jaxpool.roi_align(x, rois, batch, 7, spatial_scale=1 / 16, mode=mode), want)
 
 
-@pytest.mark.parametrize("method,scale", itertools.product(["max", "bilinear"], SCALES))
+@pytest.mark.parametrize("method,scale", list(itertools.product(["max", "bilinear"], SCALES)))
 def test_roi_pool_matches_runtime(method, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (method == "max"))
     x = features(rng, 3)
@@ -246,7 +246,7 @@ def test_roi_pool_matches_runtime(method, scale):
     check(got, want, "NXC")
 
 
-@pytest.mark.parametrize("mode,scale", itertools.product(["average", "bilinear"], SCALES))
+@pytest.mark.parametrize("mode,scale", list(itertools.product(["average", "bilinear"], SCALES)))
 def test_psroi_pool_matches_runtime(mode, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))
     group_size, output_dim = int(rng.integers(1, 4)), int(rng.integers(1, 3))
@@ -278,7 +278,9 @@ def test_psroi_pool_matches_runtime(mode, scale):
         check(got, want, data_format)
 
 
-@pytest.mark.parametrize("clockwise,sampling_ratio", itertools.product([False, True], range(5)))
+@pytest.mark.parametrize(
+    "clockwise,sampling_ratio", list(itertools.product([False, True], range(5)))
+)
 def test_roi_align_rotated_matches_runtime(clockwise, sampling_ratio):
     seed = 2 * sampling_ratio + clockwise
     rng = np.random.default_rng(seed)
