@@ -1,8 +1,11 @@
-"""Inputs shared by the test modules: special values, and hypothesis strategies of attributes,
-valid and invalid, with the rules that tell them apart (computed here, never by jaxpool).
+"""Inputs shared by the test modules: special values, hypothesis strategies of attributes,
+valid and invalid, with the rules that tell them apart (computed here, never by jaxpool), and
+random regions of interest.
 """
 
 from __future__ import annotations
+
+import re
 
 import hypothesis
 import ml_dtypes
@@ -330,3 +333,35 @@ def form_config(form, data_format):
     """The configuration (as :func:`adaptive_config` gives) of ``ADAPTIVE_FORMS[form]``."""
     shape, output_size = ADAPTIVE_FORMS[form]
     return dict(shape=shape, output_size=list(output_size), data_format=data_format)
+
+
+# --------------------------------------------------------------------------------------------
+# Regions of interest.
+# --------------------------------------------------------------------------------------------
+
+
+def random_boxes(rng, count, height, width, scale, inverted=0.0):
+    """``(x_1, y_1, x_2, y_2)`` in image pixels: sub-pixel boxes, boxes of any size up to the
+    map, partly outside it, and the whole map; a fraction ``inverted`` of them with their
+    corners swapped."""
+    h_img, w_img = height / scale, width / scale
+    kind = rng.integers(0, 4, count)
+    cx = rng.uniform(-0.2 * w_img, 1.2 * w_img, count)
+    cy = rng.uniform(-0.2 * h_img, 1.2 * h_img, count)
+    w = np.where(kind == 0, rng.uniform(0, 2 / scale, count), rng.uniform(0, w_img, count))
+    h = np.where(kind == 0, rng.uniform(0, 2 / scale, count), rng.uniform(0, h_img, count))
+    whole = kind == 3
+    w, h = np.where(whole, w_img, w), np.where(whole, h_img, h)
+    cx, cy = np.where(whole, w_img / 2, cx), np.where(whole, h_img / 2, cy)
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
+    if inverted:
+        swap = rng.uniform(size=count) < inverted
+        boxes[swap] = boxes[swap][:, [2, 3, 0, 1]]
+    return boxes.astype(np.float32)
+
+
+# The collectives of XLA's compiled HLO: a channel-sharded pool that needs none shows none.
+COLLECTIVE = re.compile(
+    r"\b(all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|"
+    r"collective-broadcast|ragged-all-to-all)\b"
+)

@@ -291,3 +291,86 @@ def max_unpool(y, indices, output_shape, *, axis=0):
     with np.errstate(invalid="ignore"):
         np.add.at(out, np.broadcast_to(full, y.shape).ravel(), _wide(y).ravel())
     return out.reshape(output_shape).astype(y.dtype)
+
+
+def _ps_roi_bilinear(plane, y, x):
+    """torchvision's ``bilinear_interpolate`` on one ``[H, W]`` plane (float64)."""
+    height, width = plane.shape
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return 0.0
+    y, x = max(y, 0.0), max(x, 0.0)
+    y_low, x_low = int(y), int(x)
+    if y_low >= height - 1:
+        y_high = y_low = height - 1
+        y = float(y_low)
+    else:
+        y_high = y_low + 1
+    if x_low >= width - 1:
+        x_high = x_low = width - 1
+        x = float(x_low)
+    else:
+        x_high = x_low + 1
+    ly, lx = y - y_low, x - x_low
+    hy, hx = 1.0 - ly, 1.0 - lx
+    return (
+        hy * hx * plane[y_low, x_low]
+        + hy * lx * plane[y_low, x_high]
+        + ly * hx * plane[y_high, x_low]
+        + ly * lx * plane[y_high, x_high]
+    )
+
+
+def ps_roi_align(
+    x,
+    rois,
+    batch_indices,
+    output_size,
+    *,
+    spatial_scale=1.0,
+    sampling_ratio=0,
+    aligned_mode="half_pixel_for_nn",
+):
+    """torchvision's ``ps_roi_align`` (its CPU kernel) for NCX ``x`` and ``(x_1, y_1, x_2, y_2)``
+    boxes with their batch indices apart.
+
+    ``aligned_mode="half_pixel_for_nn"`` is torchvision's rule (``x * spatial_scale - 0.5``, no
+    bound on the box's size); ``"asymmetric"`` (``x * spatial_scale``, width and height at least
+    1) and ``"half_pixel"`` (``(x + 0.5) * spatial_scale - 0.5``) are ROIAlign's other two.
+    Where the kernel's behaviour is undefined or NaN, the library's rule: a batch index outside
+    ``[0, N)`` gives zeros, and a bin with no samples (a count ``ceil(bin size) <= 0``) gives 0
+    where the kernel divides 0 by 0.
+    """
+    out_h, out_w = output_size
+    n, channels, _, _ = x.shape
+    dim = channels // (out_h * out_w)
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
+    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
+    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        b = int(batch_indices[r])
+        if not 0 <= b < n:
+            continue
+        start_w, start_h, end_w, end_h = (
+            (v + offset_src) * spatial_scale + offset_dst for v in box
+        )
+        roi_width, roi_height = end_w - start_w, end_h - start_h
+        if aligned_mode == "asymmetric":
+            roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
+        bin_h, bin_w = roi_height / out_h, roi_width / out_w
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_height / out_h)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_width / out_w)
+        if grid_h <= 0 or grid_w <= 0:
+            continue
+        c_in = 0
+        for c, i, j in itertools.product(range(dim), range(out_h), range(out_w)):
+            h_start = i * bin_h + start_h
+            w_start = j * bin_w + start_w
+            total = 0.0
+            for iy, ix in itertools.product(range(grid_h), range(grid_w)):
+                y = h_start + (iy + 0.5) * bin_h / grid_h
+                x_ = w_start + (ix + 0.5) * bin_w / grid_w
+                total += _ps_roi_bilinear(wide[b, c_in], y, x_)
+            out[r, c, i, j] = total / (grid_h * grid_w)
+            c_in += 1
+    return out.astype(x.dtype)

@@ -112,6 +112,16 @@ SIGNATURES = {
         ("clockwise", K, False),
         ("data_format", K, "NCX"),
     ],
+    "psroi_align": [
+        ("x", P, REQUIRED),
+        ("rois", P, REQUIRED),
+        ("batch_indices", P, REQUIRED),
+        ("output_size", P, REQUIRED),
+        ("spatial_scale", K, 1.0),
+        ("sampling_ratio", K, 0),
+        ("aligned_mode", K, "half_pixel_for_nn"),
+        ("data_format", K, "NCX"),
+    ],
     "psroi_pool": [
         ("x", P, REQUIRED),
         ("rois", P, REQUIRED),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +21,7 @@ import openvino.opset2 as opset2
 import openvino.opset9 as opset9
 import openvino.opset15 as opset15
 import pytest
+from cases import COLLECTIVE, random_boxes
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -136,21 +136,6 @@ def ov_psroi_pool(
 # --------------------------------------------------------------------------------------------
 # Random cases.
 # --------------------------------------------------------------------------------------------
-
-
-def random_boxes(rng, count, height, width, scale):
-    """``(x_1, y_1, x_2, y_2)`` in image pixels: sub-pixel boxes, boxes of any size up to the
-    map, partly outside it, and the whole map."""
-    h_img, w_img = height / scale, width / scale
-    kind = rng.integers(0, 4, count)
-    cx = rng.uniform(-0.2 * w_img, 1.2 * w_img, count)
-    cy = rng.uniform(-0.2 * h_img, 1.2 * h_img, count)
-    w = np.where(kind == 0, rng.uniform(0, 2 / scale, count), rng.uniform(0, w_img, count))
-    h = np.where(kind == 0, rng.uniform(0, 2 / scale, count), rng.uniform(0, h_img, count))
-    whole = kind == 3
-    w, h = np.where(whole, w_img, w), np.where(whole, h_img, h)
-    cx, cy = np.where(whole, w_img / 2, cx), np.where(whole, h_img / 2, cy)
-    return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1).astype(np.float32)
 
 
 def features(rng, channels, height=None, width=None, n=2):
@@ -557,11 +542,6 @@ def test_vmap_over_box_sets_and_images():
     assert g.shape == images.shape
 
 
-COLLECTIVE = re.compile(
-    r"\b(all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|"
-    r"collective-broadcast|ragged-all-to-all)\b"
-)
-
 SHARDED = {
     "roi_align_avg": lambda x, r, b, fmt: jaxpool.roi_align(x, r, b, 2, data_format=fmt),
     "roi_align_max": lambda x, r, b, fmt: jaxpool.roi_align(
@@ -661,6 +641,7 @@ EMPTY_CALLS = {
         8,
         (2, 2),
     ),
+    "psroi_align": (lambda x, r, b: jaxpool.psroi_align(x, r, b, 2), 2, (2, 2)),
     "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), 2, (2, 2)),
     "psroi_pool_bilinear": (
         lambda x, r, b: jaxpool.psroi_pool(

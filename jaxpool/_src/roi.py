@@ -16,6 +16,7 @@ weights are differentiable in the coordinates.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -171,10 +172,10 @@ def nothing_read(
     n: int, num_rois: int, channels: int, output_size: tuple[int, ...], dtype: Any, data_format: str
 ) -> jax.Array | None:
     """The output where no box reads the map, else None: zeros of shape ``[R, channels,
-    *output_size]`` (or channels-last) where there are no boxes (``R = 0``) or no images
-    (``N = 0``: every batch index lies outside ``[0, N)``, which gives zeros by the runtime's
-    rule).  Their derivatives are zero."""
-    if n and num_rois:
+    *output_size]`` (or channels-last) where there are no boxes (``R = 0``), no output
+    channels, or no images (``N = 0``: every batch index lies outside ``[0, N)``, which gives
+    zeros by the runtime's rule).  Their derivatives are zero."""
+    if n and num_rois and channels:
         return None
     if data_format == "NCX":
         return jnp.zeros((num_rois, channels, *output_size), dtype)
@@ -262,7 +263,7 @@ UNROLLED_SAMPLES = 16
 
 def pool_samples(
     xt: jax.Array,
-    batch: jax.Array,
+    lead: tuple[jax.Array, ...],
     y_index: jax.Array,
     y_weight: jax.Array,
     x_index: jax.Array,
@@ -273,17 +274,19 @@ def pool_samples(
     bilinear samples of each bin: ``(R, out_h, out_w, C)``.
 
     The corner arrays have the shape of the sample grid ``(R, out_h, S_h, out_w, S_w, 2)``, or
-    broadcast to it; ``batch`` has shape ``(R,)``.
+    broadcast to it; ``lead`` holds integer arrays of rank 3 that index the axes of ``xt``
+    before its rows and columns (the batch index, and for position-sensitive pooling the bin)
+    and broadcast to ``(R, out_h, out_w)``.
     """
     s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
     if s_h * s_w > UNROLLED_SAMPLES:
-        return _stacked(xt, batch, y_index, y_weight, x_index, x_weight, mode)
+        return _stacked(xt, lead, y_index, y_weight, x_index, x_weight, mode)
     if mode == "avg":
-        return _unrolled_average(xt, batch, y_index, y_weight, x_index, x_weight)
-    return _unrolled(xt, batch, y_index, y_weight, x_index, x_weight, mode)
+        return _unrolled_average(xt, lead, y_index, y_weight, x_index, x_weight)
+    return _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode)
 
 
-def _unrolled(xt, batch, y_index, y_weight, x_index, x_weight, mode):
+def _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode):
     """:func:`pool_samples` as a chain over the samples of each bin."""
     s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
     pooled = None
@@ -292,7 +295,7 @@ def _unrolled(xt, batch, y_index, y_weight, x_index, x_weight, mode):
         kx, mx = min(k, x_index.shape[2] - 1), min(m, x_index.shape[4] - 1)
         value = bilinear_samples(
             xt,
-            (batch[:, None, None],),
+            tuple(lead),
             y_index[:, :, ky, :, my],
             y_weight[:, :, ky, :, my],
             x_index[:, :, kx, :, mx],
@@ -311,11 +314,11 @@ def _unrolled(xt, batch, y_index, y_weight, x_index, x_weight, mode):
     return pooled
 
 
-def _stacked(xt, batch, y_index, y_weight, x_index, x_weight, mode, one_read=False):
+def _stacked(xt, lead, y_index, y_weight, x_index, x_weight, mode, one_read=False):
     """:func:`pool_samples` as one read of every sample, then a reduction over the samples."""
     values = bilinear_samples(
         xt,
-        (batch[:, None, None, None, None],),
+        tuple(i[:, :, None, :, None] for i in lead),
         y_index,
         y_weight,
         x_index,
@@ -330,31 +333,31 @@ def _stacked(xt, batch, y_index, y_weight, x_index, x_weight, mode, one_read=Fal
 
 
 @functools.partial(jax.custom_jvp)
-def _unrolled_average(xt, batch, y_index, y_weight, x_index, x_weight):
+def _unrolled_average(xt, lead, y_index, y_weight, x_index, x_weight):
     """The chain of sums over the samples, differentiated in ``xt`` as the stacked read.
 
     The chain's own transpose would scatter each of its reads into a map of its own and add
     the maps; the stacked read's transpose is one scatter.
     """
-    return _unrolled(xt, batch, y_index, y_weight, x_index, x_weight, "avg")
+    return _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, "avg")
 
 
 @functools.partial(_unrolled_average.defjvp, symbolic_zeros=True)
 def _unrolled_average_jvp(primals, tangents):
-    xt, batch, y_index, y_weight, x_index, x_weight = primals
+    xt, lead, y_index, y_weight, x_index, x_weight = primals
     xt_dot, _, _, y_weight_dot, _, x_weight_dot = tangents
     y = _unrolled_average(*primals)
     zero = jax.custom_derivatives.SymbolicZero
     y_dot = jnp.zeros_like(y)
     if not isinstance(xt_dot, zero):
         y_dot = y_dot + _stacked(
-            xt_dot, batch, y_index, y_weight, x_index, x_weight, "avg", one_read=True
+            xt_dot, lead, y_index, y_weight, x_index, x_weight, "avg", one_read=True
         )
     # The average is bilinear in the features and the weights.
     if not isinstance(y_weight_dot, zero):
-        y_dot = y_dot + _unrolled(xt, batch, y_index, y_weight_dot, x_index, x_weight, "avg")
+        y_dot = y_dot + _unrolled(xt, lead, y_index, y_weight_dot, x_index, x_weight, "avg")
     if not isinstance(x_weight_dot, zero):
-        y_dot = y_dot + _unrolled(xt, batch, y_index, y_weight, x_index, x_weight_dot, "avg")
+        y_dot = y_dot + _unrolled(xt, lead, y_index, y_weight, x_index, x_weight_dot, "avg")
     return y, y_dot
 
 
@@ -411,3 +414,105 @@ def bin_samples(
     position = first[:, :, None] + product(distance[:, None, None], s[None, None, :])
     exists = np.arange(bound, dtype=size.dtype)[None, :] < count[:, None]
     return position, count, exists
+
+
+# --------------------------------------------------------------------------------------------
+# ROIAlign's sample grid.
+# --------------------------------------------------------------------------------------------
+
+ALIGNED_MODES = ("asymmetric", "half_pixel_for_nn", "half_pixel")
+
+
+def align_inputs(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    data_format: str,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The features, ``(x_1, y_1, x_2, y_2)`` boxes and batch indices of an axis-aligned
+    ROIAlign as arrays, checked."""
+    x, rois, batch_indices = jnp.asarray(x), jnp.asarray(rois), jnp.asarray(batch_indices)
+    check_features(x, data_format)
+    check_batch_indices(batch_indices, check_rois(rois, 4, "(x_1, y_1, x_2, y_2)"))
+    return x, rois, batch_indices
+
+
+@dataclasses.dataclass(frozen=True)
+class Align:
+    """The static attributes of an axis-aligned ROIAlign, checked (a hashable ``jit`` argument)."""
+
+    output_size: tuple[int, int]
+    spatial_scale: float
+    sampling_ratio: int
+    aligned_mode: str
+    data_format: str
+
+    @classmethod
+    def of(
+        cls,
+        output_size: Any,
+        spatial_scale: Any,
+        sampling_ratio: Any,
+        aligned_mode: Any,
+        data_format: str,
+    ) -> Align:
+        """The attributes as given to the public functions, checked."""
+        size = output_hw(output_size)
+        scale = static_float("spatial_scale", spatial_scale)
+        ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
+        if ratio < 0:
+            raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+        window_lib.choice("aligned_mode", aligned_mode, ALIGNED_MODES)
+        return cls(size, scale, ratio, aligned_mode, data_format)
+
+
+def aligned_samples(
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: Align, average: bool
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array, jax.Array]]:
+    """The bilinear samples of the bins of axis-aligned boxes on the map ``x``, as ROIAlign
+    takes them.
+
+    The boxes ``(x_1, y_1, x_2, y_2)`` are scaled by ``aligned_mode``: ``x * spatial_scale``
+    with width and height at least 1 (``"asymmetric"``), ``x * spatial_scale - 0.5``
+    (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); their
+    bins are sampled by :func:`bin_samples`, adaptive counts bounded by :func:`adaptive_bound`
+    of the map's ``H`` and ``W``.  Returns the batch indices clipped into ``[0, N)`` and the
+    corners ``(y_index, y_weight, x_index, x_weight)`` for :func:`pool_samples`, which
+    broadcast to the grid ``(R, out_h, S_h, out_w, S_w, 2)``, in :func:`compute_dtype`; the
+    weights are 0 for samples beyond a bin's count and for regions whose batch index lies
+    outside ``[0, N)``, and divided by the sample counts where ``average``.
+    """
+    n, _, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
+    (out_h, out_w), scale, ratio = attrs.output_size, attrs.spatial_scale, attrs.sampling_ratio
+    boxes = rois.astype(compute_dtype(x.dtype, rois.dtype))
+    offset_src = 0.5 if attrs.aligned_mode == "half_pixel" else 0.0
+    offset_dst = 0.0 if attrs.aligned_mode == "asymmetric" else -0.5
+    x1, y1, x2, y2 = ((boxes[:, i] + offset_src) * scale + offset_dst for i in range(4))
+    roi_w, roi_h = x2 - x1, y2 - y1
+    if attrs.aligned_mode == "asymmetric":
+        roi_w, roi_h = jnp.maximum(roi_w, 1), jnp.maximum(roi_h, 1)
+
+    if ratio > 0:
+        bound_h = bound_w = ratio
+    else:
+        bound_h, bound_w = adaptive_bound(height, out_h), adaptive_bound(width, out_w)
+    ys, count_y, exists_y = bin_samples(y1, roi_h, out_h, bound_h, ratio)
+    xs, count_x, exists_x = bin_samples(x1, roi_w, out_w, bound_w, ratio)
+    y_index, y_weight = axis_corners(ys, height)  # (R, out_h, bound_h, 2)
+    x_index, x_weight = axis_corners(xs, width)  # (R, out_w, bound_w, 2)
+
+    batch, inside = batch_or_zero(batch_indices, n)
+    y_scale = (exists_y & inside[:, None]).astype(boxes.dtype)
+    x_scale = exists_x.astype(boxes.dtype)
+    if average:
+        y_scale = y_scale / jnp.maximum(count_y, 1)[:, None]
+        x_scale = x_scale / jnp.maximum(count_x, 1)[:, None]
+    y_weight = y_weight * y_scale[:, None, :, None]
+    x_weight = x_weight * x_scale[:, None, :, None]
+    corners = (
+        y_index[:, :, :, None, None],
+        y_weight[:, :, :, None, None],
+        x_index[:, None, None],
+        x_weight[:, None, None],
+    )
+    return batch, corners

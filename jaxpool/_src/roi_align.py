@@ -6,81 +6,27 @@ import functools
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
 MODES = ("avg", "max")
-ALIGNED_MODES = ("asymmetric", "half_pixel_for_nn", "half_pixel")
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=(
-        "output_size",
-        "spatial_scale",
-        "sampling_ratio",
-        "mode",
-        "aligned_mode",
-        "data_format",
-    ),
-)
+@functools.partial(jax.jit, static_argnames=("attrs", "mode"))
 def _roi_align(
-    x: jax.Array,
-    rois: jax.Array,
-    batch_indices: jax.Array,
-    output_size: tuple[int, int],
-    spatial_scale: float,
-    sampling_ratio: int,
-    mode: str,
-    aligned_mode: str,
-    data_format: str,
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: roi_lib.Align, mode: str
 ) -> jax.Array:
-    n, channels, height, width = window_lib.to_ncx_shape(x.shape, data_format)
-    empty = roi_lib.nothing_read(n, rois.shape[0], channels, output_size, x.dtype, data_format)
+    n, channels, _, _ = window_lib.to_ncx_shape(x.shape, attrs.data_format)
+    empty = roi_lib.nothing_read(
+        n, rois.shape[0], channels, attrs.output_size, x.dtype, attrs.data_format
+    )
     if empty is not None:
         return empty
-    out_h, out_w = output_size
-    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
-    boxes = rois.astype(dtype)
-    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
-    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
-    x1, y1, x2, y2 = ((boxes[:, i] + offset_src) * spatial_scale + offset_dst for i in range(4))
-    roi_w, roi_h = x2 - x1, y2 - y1
-    if aligned_mode == "asymmetric":
-        roi_w, roi_h = jnp.maximum(roi_w, 1), jnp.maximum(roi_h, 1)
-
-    if sampling_ratio > 0:
-        bound_h = bound_w = sampling_ratio
-    else:
-        bound_h = roi_lib.adaptive_bound(height, out_h)
-        bound_w = roi_lib.adaptive_bound(width, out_w)
-    ys, count_y, exists_y = roi_lib.bin_samples(y1, roi_h, out_h, bound_h, sampling_ratio)
-    xs, count_x, exists_x = roi_lib.bin_samples(x1, roi_w, out_w, bound_w, sampling_ratio)
-    y_index, y_weight = roi_lib.axis_corners(ys, height)  # (R, out_h, bound_h, 2)
-    x_index, x_weight = roi_lib.axis_corners(xs, width)  # (R, out_w, bound_w, 2)
-
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
-    y_scale = (exists_y & inside[:, None]).astype(dtype)
-    x_scale = exists_x.astype(dtype)
-    if mode == "avg":
-        y_scale = y_scale / jnp.maximum(count_y, 1)[:, None]
-        x_scale = x_scale / jnp.maximum(count_x, 1)[:, None]
-    y_weight = y_weight * y_scale[:, None, :, None]
-    x_weight = x_weight * x_scale[:, None, :, None]
-
-    # Samples on the grid (R, out_h, bound_h, out_w, bound_w).
-    pooled = roi_lib.pool_samples(
-        roi_lib.channels_last(x, data_format),
-        batch,
-        y_index[:, :, :, None, None],
-        y_weight[:, :, :, None, None],
-        x_index[:, None, None],
-        x_weight[:, None, None],
-        mode,
-    )
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+    batch, corners = roi_lib.aligned_samples(x, rois, batch_indices, attrs, average=mode == "avg")
+    xt = roi_lib.channels_last(x, attrs.data_format)
+    pooled = roi_lib.pool_samples(xt, (batch[:, None, None],), *corners, mode)
+    return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 def roi_align(
@@ -153,17 +99,7 @@ def roi_align(
       >>> jaxpool.roi_align(x, rois, jnp.array([0]), 1, mode="max")[0, 0].tolist()
       [[15.0]]
     """
-    x = jnp.asarray(x)
-    rois = jnp.asarray(rois)
-    batch_indices = jnp.asarray(batch_indices)
-    roi_lib.check_features(x, data_format)
-    num_rois = roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)")
-    roi_lib.check_batch_indices(batch_indices, num_rois)
-    size = roi_lib.output_hw(output_size)
-    scale = roi_lib.static_float("spatial_scale", spatial_scale)
-    ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
-    if ratio < 0:
-        raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+    x, rois, batch_indices = roi_lib.align_inputs(x, rois, batch_indices, data_format)
+    attrs = roi_lib.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
     window_lib.choice("mode", mode, MODES)
-    window_lib.choice("aligned_mode", aligned_mode, ALIGNED_MODES)
-    return _roi_align(x, rois, batch_indices, size, scale, ratio, mode, aligned_mode, data_format)
+    return _roi_align(x, rois, batch_indices, attrs, mode)

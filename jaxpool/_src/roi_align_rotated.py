@@ -64,7 +64,13 @@ def _roi_align_rotated(
     y_weight = y_weight * y_scale[:, None, :, None, None, None]
     x_weight = x_weight * x_scale[:, None, None, None, :, None]
     pooled = roi_lib.pool_samples(
-        roi_lib.channels_last(x, data_format), batch, y_index, y_weight, x_index, x_weight, "avg"
+        roi_lib.channels_last(x, data_format),
+        (batch[:, None, None],),
+        y_index,
+        y_weight,
+        x_index,
+        x_weight,
+        "avg",
     )
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 

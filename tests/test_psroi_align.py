@@ -1,0 +1,285 @@
+"""psroi_align against ``reference.ps_roi_align`` (torchvision's CPU kernel) and roi_align.
+
+Values on random cases with fixed seeds: boxes from sub-pixel to the whole map, partly outside
+it and inverted, batch indices outside ``[0, N)``, every ``aligned_mode``, sampling ratios 0 to
+3 and scales 1 to 1/16, both layouts and three dtypes.  Derivatives: the gradient in ``x`` is
+the adjoint of the reference's linear map (``<J v, w> = <v, J^T w>``), and the derivatives in
+the boxes agree with central differences in float64.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import cases
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxpool
+
+ALIGNED_MODES = ("half_pixel_for_nn", "asymmetric", "half_pixel")
+SCALES = (1.0, 0.5, 1 / 16)
+ATOL = 2e-5
+
+
+def call(x, rois, batch, out, data_format="NCX", **kwargs):
+    """psroi_align of NCX ``x`` laid out in ``data_format``."""
+    layout = cases.to_layout(x, data_format)
+    return jaxpool.psroi_align(layout, rois, batch, out, data_format=data_format, **kwargs)
+
+
+def check(got, want, data_format="NCX", atol=ATOL):
+    got = cases.from_layout(got, data_format).astype(np.float32)
+    want = np.asarray(want, np.float32)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+
+
+def random_case(seed, dtype=np.float32):
+    """Features ``[2, D * out_h * out_w, H, W]``, boxes, batch indices (some outside [0, 2)),
+    the output size and the scale."""
+    rng = np.random.default_rng(seed)
+    out = tuple(int(v) for v in rng.integers(1, 4, 2))
+    dim = int(rng.integers(1, 3))
+    height, width = (int(v) for v in rng.integers(1, 13, 2))
+    x = rng.standard_normal((2, dim * out[0] * out[1], height, width)).astype(dtype)
+    scale = SCALES[seed % len(SCALES)]
+    rois = cases.random_boxes(rng, 16, height, width, scale, inverted=0.25)
+    batch = rng.choice([-1, 0, 1, 2, 5], 16, p=[0.1, 0.35, 0.35, 0.1, 0.1])
+    return x, rois, batch, out, scale
+
+
+# --------------------------------------------------------------------------------------------
+# Values.
+# --------------------------------------------------------------------------------------------
+
+
+VALUE_CASES = list(itertools.product(ALIGNED_MODES, range(4)))
+
+
+@pytest.mark.parametrize("aligned_mode,sampling_ratio", VALUE_CASES)
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_matches_reference(aligned_mode, sampling_ratio, data_format):
+    for k in range(3):
+        seed = 3 * VALUE_CASES.index((aligned_mode, sampling_ratio)) + k
+        x, rois, batch, out, scale = random_case(seed)
+        kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+        want = reference.ps_roi_align(x, rois, batch, out, **kwargs)
+        got = call(x, rois, batch, out, data_format, **kwargs)
+        assert got.dtype == np.float32
+        check(got, want, data_format)
+
+
+def test_larger_map_matches_reference():
+    """A 38x50 map at scale 1/16, 7x7 bins (adaptive sampling up to 6 x 8 samples per bin,
+    read by one stacked gather)."""
+    rng = np.random.default_rng(100)
+    x = rng.standard_normal((2, 2 * 49, 38, 50)).astype(np.float32)
+    rois = cases.random_boxes(rng, 12, 38, 50, 1 / 16)
+    batch = rng.integers(0, 2, 12)
+    want = reference.ps_roi_align(x, rois, batch, (7, 7), spatial_scale=1 / 16)
+    check(jaxpool.psroi_align(x, rois, batch, 7, spatial_scale=1 / 16), want)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_half_precision(dtype, data_format):
+    x, rois, batch, out, scale = random_case(40)
+    low = np.asarray(jnp.asarray(x, dtype))
+    want = reference.ps_roi_align(low.astype(np.float64), rois, batch, out, spatial_scale=scale)
+    got = call(low, rois, batch, out, data_format, spatial_scale=scale)
+    assert got.dtype == dtype
+    # Sums in float32, one rounding to the 16-bit type at the end.
+    check(got, want, data_format, atol=1e-2 if dtype == jnp.bfloat16 else 1e-3)
+
+
+@pytest.mark.parametrize("aligned_mode", ALIGNED_MODES)
+def test_matches_roi_align_of_the_bins_channels(aligned_mode):
+    """Bin ``(i, j)`` of output channel ``c`` is roi_align's bin ``(i, j)`` of input channel
+    ``(c * out_h + i) * out_w + j``."""
+    rng = np.random.default_rng(ALIGNED_MODES.index(aligned_mode))
+    out_h, out_w, dim = 2, 3, 2
+    x = rng.standard_normal((2, dim * out_h * out_w, 11, 9)).astype(np.float32)
+    low = rng.uniform(-2, 12, (10, 2))
+    rois = np.concatenate([low, low + rng.uniform(1, 14, (10, 2))], 1).astype(np.float32)
+    batch = rng.integers(0, 2, 10)
+    for sampling_ratio in (0, 2):
+        kwargs = dict(sampling_ratio=sampling_ratio, aligned_mode=aligned_mode, spatial_scale=0.5)
+        every = np.asarray(jaxpool.roi_align(x, rois, batch, (out_h, out_w), mode="avg", **kwargs))
+        i, j = np.arange(out_h)[:, None], np.arange(out_w)[None, :]
+        want = every.reshape(10, dim, out_h, out_w, out_h, out_w)[:, :, i, j, i, j]
+        got = jaxpool.psroi_align(x, rois, batch, (out_h, out_w), **kwargs)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+
+
+def test_rules():
+    """The docstring's rules: torchvision's default corners (``x * scale - 0.5``, no bound on
+    the size), zeros for batch indices outside ``[0, N)``, 0 for bins without samples, and the
+    adaptive count capped at ``ceil(H / out_h)`` beyond the map."""
+    x = np.arange(2 * 4 * 6 * 6, dtype=np.float32).reshape(2, 4, 6, 6) + 10
+    rois = np.array([[0.0, 0.0, 4.0, 4.0]] * 4, np.float32)
+    got = np.asarray(jaxpool.psroi_align(x, rois, np.array([-1, 2, 7, 1]), 2))
+    assert np.all(got[:3] == 0) and np.all(got[3] > 0)
+    # A box of size 0.4 takes one sample per bin at its bin centre (torchvision: no clamp).
+    thin = np.array([[2.0, 2.0, 2.4, 2.4]], np.float32)
+    got = np.asarray(jaxpool.psroi_align(x[:, :1], thin, np.array([0]), 1))
+    np.testing.assert_allclose(got, reference.ps_roi_align(x[:, :1], thin, [0], (1, 1)))
+    np.testing.assert_allclose(got[0, 0, 0, 0], 10 + 1.7 * 6 + 1.7, rtol=1e-6)
+    # Inverted with adaptive sampling: ceil of a negative bin size, no samples, 0 (not NaN).
+    inverted = np.array([[3.0, 3.0, 1.0, 1.0]], np.float32)
+    got = np.asarray(jaxpool.psroi_align(x, inverted, np.array([0]), 2))
+    assert np.all(got == 0)
+    # Larger than the map: the count is capped at ceil(6 / 2) = 3 per axis.
+    big = np.array([[-20.0, -20.0, 30.0, 30.0]], np.float32)
+    capped = jaxpool.psroi_align(x, big, np.array([1]), 2)
+    check(capped, jaxpool.psroi_align(x, big, np.array([1]), 2, sampling_ratio=3))
+
+
+# --------------------------------------------------------------------------------------------
+# Derivatives.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("aligned_mode", ALIGNED_MODES)
+@pytest.mark.parametrize("sampling_ratio", [0, 2, 5])
+def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
+    """psroi_align is linear in ``x``: the reference applied to ``v`` is ``J v``, and the
+    gradient (``vjp``, ``linear_transpose``) is its adjoint; ``jvp`` is ``J v``."""
+    x, rois, batch, out, scale = random_case(50 + sampling_ratio)
+    kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+
+    def f(a):
+        return jaxpool.psroi_align(a, rois, batch, out, **kwargs)
+
+    rng = np.random.default_rng(sampling_ratio)
+    v = rng.standard_normal(x.shape).astype(np.float32)
+    jv = reference.ps_roi_align(v.astype(np.float64), rois, batch, out, **kwargs)
+    w = rng.standard_normal(jv.shape).astype(np.float32)
+    (jtw,) = jax.vjp(f, jnp.asarray(x))[1](jnp.asarray(w))
+    (transposed,) = jax.linear_transpose(f, jnp.asarray(x))(jnp.asarray(w))
+    np.testing.assert_allclose(transposed, jtw, atol=1e-6)
+    jv_w = jv.ravel() @ w.ravel().astype(np.float64)
+    v_jtw = np.asarray(jtw, np.float64).ravel() @ v.ravel().astype(np.float64)
+    assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
+    _, tangent = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))
+    check(tangent, jv)
+
+
+@pytest.mark.parametrize("aligned_mode", ALIGNED_MODES)
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_box_derivatives(aligned_mode, sampling_ratio, x64):
+    """Forward and reverse derivatives in the boxes against central differences (float64)."""
+    rng = np.random.default_rng(5)
+    x = jnp.asarray(rng.standard_normal((2, 2 * 6, 12, 12)))
+    low = rng.uniform(1, 5, (3, 2))
+    rois = jnp.asarray(np.concatenate([low, low + rng.uniform(2.2, 5.8, (3, 2))], 1))
+    batch = np.array([0, 1, 0])
+
+    def f(r):
+        return jaxpool.psroi_align(
+            x,
+            r,
+            batch,
+            (2, 3),
+            sampling_ratio=sampling_ratio,
+            aligned_mode=aligned_mode,
+            spatial_scale=0.9,
+        )
+
+    u = jnp.asarray(rng.standard_normal(rois.shape))
+    y, jvp = jax.jvp(f, (rois,), (u,))
+    eps = 1e-6
+    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
+    np.testing.assert_allclose(jvp, diff, atol=1e-6)
+    assert np.abs(np.asarray(jvp)).max() > 0
+    w = jnp.asarray(rng.standard_normal(y.shape))
+    (vjp,) = jax.vjp(f, rois)[1](w)
+    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Transforms.
+# --------------------------------------------------------------------------------------------
+
+
+def test_jit_equals_eager(jit_mode):
+    x, rois, batch, out, scale = random_case(60)
+    want = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
+
+    def f(a, r, b):
+        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale, sampling_ratio=2)
+
+    check(jit_mode(f, x, rois, batch), want)
+
+
+def test_vmap_equals_a_loop():
+    x, rois, batch, out, scale = random_case(61)
+    rng = np.random.default_rng(61)
+    box_sets = np.stack([cases.random_boxes(rng, 5, *x.shape[2:], scale) for _ in range(3)])
+    batches = rng.integers(0, 2, (3, 5))
+
+    def f(a, r, b):
+        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale)
+
+    got = jax.vmap(lambda r, b: f(x, r, b))(box_sets, batches)
+    np.testing.assert_allclose(
+        got, np.stack([f(x, r, b) for r, b in zip(box_sets, batches)]), rtol=0, atol=1e-6
+    )
+    images = np.stack([x, x[::-1] * 2])
+    got = jax.vmap(lambda a: f(a, rois, batch))(images)
+    np.testing.assert_allclose(
+        got, np.stack([f(a, rois, batch) for a in images]), rtol=0, atol=1e-6
+    )
+    grads = jax.vmap(jax.grad(lambda a: f(a, rois, batch).sum()))(images)
+    loop = np.stack([jax.grad(lambda a: f(a, rois, batch).sum())(a) for a in images])
+    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("n,r", [(0, 3), (2, 0), (0, 0)])
+def test_empty_inputs(n, r, data_format):
+    x = cases.to_layout(np.ones((n, 8, 5, 6), np.float32), data_format)
+    rois = np.ones((r, 4), np.float32)
+    batch = np.zeros(r, np.int32)
+
+    def f(a, b):
+        return jaxpool.psroi_align(a, b, batch, (2, 2), data_format=data_format)
+
+    shape = (r, 2, 2, 2)
+    for y in (f(x, rois), jax.jit(f)(x, rois)):
+        assert y.shape == shape and y.dtype == np.float32
+    assert jax.vmap(f)(np.stack([x, x]), np.stack([rois, rois])).shape == (2, *shape)
+    gx, gr = jax.grad(lambda a, b: f(a, b).sum(), argnums=(0, 1))(x, rois)
+    assert gx.shape == x.shape and gr.shape == rois.shape
+    assert not np.any(np.asarray(gx)) and not np.any(np.asarray(gr))
+    low = jaxpool.psroi_align(x.astype(jnp.bfloat16), rois, batch, 2, data_format=data_format)
+    assert low.shape == shape and low.dtype == jnp.bfloat16
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_channel_sharding_has_no_collectives(data_format):
+    """With 8 shards of whole groups of ``out_h * out_w`` channels, neither the forward nor
+    the gradient moves data between devices."""
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs 8 devices")
+    mesh = Mesh(np.array(devices[:8]), ("c",))
+    rng = np.random.default_rng(4)
+    x = cases.to_layout(rng.standard_normal((2, 8 * 4, 9, 10)).astype(np.float32), data_format)
+    rois = np.abs(cases.random_boxes(rng, 6, 9, 10, 1.0))
+    batch = rng.integers(0, 2, 6).astype(np.int32)
+    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+
+    def f(a):
+        return jaxpool.psroi_align(a, rois, batch, 2, data_format=data_format)
+
+    for g in (f, jax.grad(lambda a: (f(a) ** 2).sum())):
+        text = jax.jit(g).lower(xs).compile().as_text()
+        found = cases.COLLECTIVE.findall(text)
+        assert not found, sorted(set(found))
+    np.testing.assert_allclose(jax.jit(f)(xs), f(x), atol=1e-6)
