@@ -22,6 +22,7 @@ import venv
 import zipfile
 
 import pytest
+from packaging.version import Version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -184,3 +185,42 @@ def test_wheel_installs_and_runs(dist, tmp_path):
     assert pathlib.Path(out[0]).is_relative_to(env_dir.resolve()), out[0]
     assert out[1] == _version()
     assert out[2] == "[[5.0, 7.0], [13.0, 15.0]] [[5, 7], [13, 15]]"
+
+
+def _lower_bounds() -> dict[str, set[Version]]:
+    """Every ``name>=version`` requirement of ``pyproject.toml``, by package name."""
+    bounds: dict[str, set[Version]] = {}
+    text = (ROOT / "pyproject.toml").read_text()
+    for name, version in re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9][^",;]*)"', text):
+        bounds.setdefault(name.lower(), set()).add(Version(version))
+    return bounds
+
+
+def test_oldest_releases_are_the_declared_lower_bounds():
+    """CI installs ``.ci/oldest.txt`` into a second environment and runs the op tests there:
+    each pin must be the lower bound that ``pyproject.toml`` declares (everywhere it names the
+    package), and every core requirement must be pinned."""
+    pins = {}
+    for line in (ROOT / ".ci" / "oldest.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.strip().lower()] = Version(version)
+    bounds = _lower_bounds()
+    assert {"jax", "jaxlib", "numpy"} <= pins.keys()
+    for name, version in pins.items():
+        assert bounds.get(name) == {version}, (name, version, bounds.get(name))
+
+
+def test_ci_runs_the_readme_command_in_new_environments():
+    """``.ci/run`` takes the README's test command from the README and runs it in a virtual
+    environment it makes in a temporary folder (and removes), then the op tests on the
+    oldest releases, in another."""
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "awk '/^Run the tests:/" in script and 'eval "$cmd"' in script
+    assert "work=$(mktemp -d" in script and "trap 'rm -rf \"$work\"' EXIT" in script
+    assert script.count("\nnew_env ") == 2 and '-m venv "$work/$1"' in script
+    assert "-c .ci/oldest.txt" in script
+    readme = (ROOT / "README.md").read_text()
+    assert (
+        'Run the tests:\n\n```bash\npip install -e ".[test]" && python -m pytest -n 2\n' in readme
+    )

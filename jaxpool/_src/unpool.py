@@ -62,7 +62,10 @@ def _check_concrete(
     ``shape``: its value would be dropped, which is never what a caller means."""
     ncx_shape = window_lib.to_ncx_shape(shape, data_format)
     size = math.prod(ncx_shape[2:])
-    position = np.asarray(_plane_positions(indices.astype(dtype), ncx_shape, data_format, axis))
+    # Concrete indices inside a traced function (a constant under `jit`) are checked too.
+    with jax.ensure_compile_time_eval():
+        position = _plane_positions(indices.astype(dtype), ncx_shape, data_format, axis)
+    position = np.asarray(position)
     outside = (position < 0) | (position >= size)
     lost = int(outside.sum())
     if not lost:
