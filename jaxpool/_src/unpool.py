@@ -64,8 +64,7 @@ def _check_concrete(
     size = math.prod(ncx_shape[2:])
     # Concrete indices inside a traced function (a constant under `jit`) are checked too.
     with jax.ensure_compile_time_eval():
-        position = _plane_positions(indices.astype(dtype), ncx_shape, data_format, axis)
-    position = np.asarray(position)
+        position = np.asarray(_plane_positions(indices.astype(dtype), ncx_shape, data_format, axis))
     outside = (position < 0) | (position >= size)
     lost = int(outside.sum())
     if not lost:
