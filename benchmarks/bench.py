@@ -974,7 +974,9 @@ TABLE: tuple[tuple[str, Callable[[dict], str]], ...] = (
 )
 
 
-def markdown_table(groups: list[dict], columns=TABLE) -> str:
+def markdown_table(
+    groups: list[dict], columns: tuple[tuple[str, Callable[[dict], str]], ...] = TABLE
+) -> str:
     """A markdown table with a row per group; ``columns``: header and cell of each column."""
     lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(f(g) for _, f in columns) + " |" for g in groups]

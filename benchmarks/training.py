@@ -491,22 +491,19 @@ def run_resnet(args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def print_group(g: dict) -> None:
+def title(g: dict) -> str:
     if g["workload"] == "resnet18":
-        bench.print_group(g, f"resnet18 [{g['describe']}] bf16")
-    else:
-        bench.print_group(g | {"describe": f"{g['dtype']} {g['describe']}"})
+        return f"resnet18 [{g['describe']}] bf16"
+    return f"{g['workload']} [{g['dtype']} {g['describe']}] {g['layout']} {g['mode']}"
+
+
+def print_checks(g: dict) -> None:
     for c in g["checks"]:
-        print(f"    check  {c['check']:<44} max err {c['max_abs_err']:<10.3g} {_ok(c)}")
+        verdict = "ok" if c["ok"] else "FAILED"
+        print(f"    check  {c['check']:<44} max err {c['max_abs_err']:<10.3g} {verdict}")
 
 
-def _ok(c: dict) -> str:
-    return "ok" if c["ok"] else "FAILED"
-
-
-def print_summary(groups: list[dict]) -> None:
-    """The targets' summary, then the checks'."""
-    bench.print_summary(groups, lambda g: f"{g['key']:<32}")
+def print_checks_summary(groups: list[dict]) -> None:
     checks = [c | {"key": g["key"]} for g in groups for c in g["checks"]]
     if checks:
         failed = [c for c in checks if not c["ok"]]
@@ -555,8 +552,7 @@ TABLE = (
 )
 
 
-def markdown_table(groups: list[dict]) -> str:
-    return bench.markdown_table(groups, TABLE)
+markdown_table = functools.partial(bench.markdown_table, columns=TABLE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -653,7 +649,8 @@ def main(argv: list[str] | None = None) -> int:
     force = dispatch.force(args.program) if args.program != "auto" else contextlib.nullcontext()
     with force:
         groups, errors = run(args, torch)
-    print_summary(groups)
+    bench.print_summary(groups, lambda g: f"{g['key']:<32}")
+    print_checks_summary(groups)
     for e in errors:
         print(f"  ERROR {e['key']}: {e['error']}")
     failed = [c for g in groups for c in g["checks"] if not c["ok"]]
@@ -727,7 +724,8 @@ def run(args, torch: bench.Torch | None) -> tuple[list[dict], list[dict]]:
             print(f"\n{key}: FAILED: {type(e).__name__}: {e}")
             errors.append({"key": key, "error": f"{type(e).__name__}: {e}"})
             continue
-        print_group(g)
+        bench.print_group(g, title(g))
+        print_checks(g)
         groups.append(g)
     return groups, errors
 
