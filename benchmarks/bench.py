@@ -28,6 +28,9 @@ On a GPU (JAX's default backend ``gpu``) the PyTorch peers run on CUDA (``torch-
 ``torch-CL``) and OpenVINO, a CPU runtime, is left out; the results go to
 ``results/gpu.json``.
 
+This module is also the harness of ``training.py`` and ``roi_bench.py``: the contenders, the
+interleaved rounds, the paired ratios, the targets and the printed and written results.
+
 Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
 """
 
