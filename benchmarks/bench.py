@@ -28,6 +28,9 @@ On a GPU (JAX's default backend ``gpu``) the PyTorch peers run on CUDA (``torch-
 ``torch-CL``) and OpenVINO, a CPU runtime, is left out; the results go to
 ``results/gpu.json``.
 
+This module is also the harness of ``training.py`` and ``roi_bench.py``: the contenders, the
+interleaved rounds, the paired ratios, the targets and the printed and written results.
+
 Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
 """
 
@@ -63,6 +66,7 @@ import jaxpool  # noqa: E402
 from jaxpool._src import dispatch  # noqa: E402
 
 THREADS = 2
+DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 # --------------------------------------------------------------------------------------------
@@ -90,6 +94,10 @@ class Workload:
     @property
     def padded(self) -> bool:
         return self.pad > 0
+
+    @property
+    def has_indices(self) -> bool:
+        return self.op in ("max_pool", "adaptive_max_pool")
 
     def describe(self) -> str:
         dims = "x".join(map(str, self.shape))
@@ -140,7 +148,8 @@ class Contender:
     """One timed callable.  ``io_bytes``: bytes of its arguments plus its results.
 
     ``call`` may return before the device has finished (JAX and CUDA run asynchronously);
-    ``wait(out)`` blocks until the result ``out`` of a call is ready.
+    ``wait(out)`` blocks until the result ``out`` of a call is ready.  ``outputs``: what a
+    first call returned, for the checks; :func:`interleaved` drops them to free the memory.
     """
 
     name: str
@@ -151,6 +160,7 @@ class Contender:
     temp_bytes: int | None = None
     times: list[float] = dataclasses.field(default_factory=list)
     faults: list[float] = dataclasses.field(default_factory=list)
+    outputs: Any = None
 
 
 def minor_faults() -> int | None:
@@ -193,7 +203,7 @@ def interleaved(
                 slow.add(c.name)
     inner = max(1, math.ceil(min_call_s / max(fastest, 1e-7)))
     for c in contenders:
-        c.times, c.faults = [], []
+        c.times, c.faults, c.outputs = [], [], None
     for r in range(rounds):
         k = r % len(contenders)
         for c in contenders[k:] + contenders[:k]:
@@ -208,6 +218,17 @@ def interleaved(
             c.times.append((time.perf_counter() - t0) / inner)
             if f0 is not None:
                 c.faults.append((minor_faults() - f0) / inner)
+
+
+def timing(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`interleaved`'s arguments from the command line's timing options."""
+    return dict(
+        rounds=args.reps,
+        warmup=args.warmup,
+        min_call_s=args.min_stretch_ms / 1e3,
+        max_call_s=args.max_call_s,
+        settle_s=args.settle_ms / 1e3,
+    )
 
 
 def paired_ratio(a: Contender, b: Contender) -> float:
@@ -233,12 +254,12 @@ def nbytes(*trees: Any) -> int:
 COMPILES = 3  # compile time: the median of this many compilations from a cleared cache
 
 
-def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
-    """Compiles ``fn`` ahead of time (timed: the median of ``COMPILES`` tracings and
+def jax_contender(name: str, fn: Callable, *args: Any, compiles: int = COMPILES) -> Contender:
+    """Compiles ``fn`` ahead of time (timed: the median of ``compiles`` tracings and
     compilations, each after ``jax.clear_caches()``) and returns a contender calling the
-    executable."""
+    executable, with the outputs of a first call."""
     times = []
-    for _ in range(COMPILES):
+    for _ in range(max(1, compiles)):
         jax.clear_caches()
         t0 = time.perf_counter()
         compiled = jax.jit(fn).lower(*args).compile()
@@ -254,6 +275,7 @@ def jax_contender(name: str, fn: Callable, *args: Any) -> Contender:
         wait=jax.block_until_ready,
         compile_s=compile_s,
         temp_bytes=temp,
+        outputs=out,
     )
 
 
@@ -317,8 +339,11 @@ def dispatch_floor(quick: bool, min_call_s: float) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def to_layout(x: np.ndarray, layout: str) -> np.ndarray:
-    return x if layout == "NCX" else np.ascontiguousarray(np.moveaxis(x, 1, -1))
+def to_layout(x: np.ndarray, layout: str, source: str = "NCX") -> np.ndarray:
+    """``x``, in ``source`` layout, in ``layout`` (NCX or NXC), contiguous."""
+    if layout == source:
+        return x
+    return np.ascontiguousarray(np.moveaxis(x, 1, -1) if layout == "NXC" else np.moveaxis(x, -1, 1))
 
 
 def window_tuples(wl: Workload, layout: str):
@@ -329,8 +354,11 @@ def window_tuples(wl: Workload, layout: str):
     return (1, *k, 1), (1, *s, 1), ((0, 0), *p, (0, 0))
 
 
-def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable | None:
-    """The jaxpool forward for ``wl`` (``None`` if the function is not there yet)."""
+def jaxpool_fn(
+    wl: Workload, layout: str, indices: bool, axis: int | None = None
+) -> Callable | None:
+    """The jaxpool forward for ``wl`` (``None`` if the function is not there yet);
+    ``max_pool``'s indices flattened from ``axis`` (its default where ``None``)."""
     fn = getattr(jaxpool, wl.op, None)
     if fn is None:
         return None
@@ -338,6 +366,8 @@ def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable | None:
         kw: dict[str, Any] = dict(data_format=layout)
         if indices:
             kw["return_indices"] = True
+            if axis is not None:
+                kw["axis"] = axis
         return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, **kw)
     if wl.op == "lp_pool":
         return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, p=wl.p, data_format=layout)
@@ -375,6 +405,14 @@ def xla_reduce_fn(wl: Workload, layout: str) -> Callable | None:
     return lambda x: reduce(x, axis=axes, keepdims=True)
 
 
+def peer_fn(wl: Workload, layout: str) -> tuple[str, Callable | None]:
+    """``reduce_window`` (what Flax's pools call) or, for a global pool, ``jnp.max/mean``."""
+    fn = reduce_window_fn(wl, layout)
+    if fn is not None:
+        return "reduce_window", fn
+    return "xla-reduce", xla_reduce_fn(wl, layout)
+
+
 def grad_of(fn: Callable) -> Callable:
     """``x, ct -> d sum(fn(x) * ct) / dx``."""
     return jax.grad(lambda x, ct: jnp.sum(fn(x) * ct))
@@ -389,6 +427,7 @@ class Torch:
 
         torch.set_num_threads(THREADS)
         self.torch, self.F, self.device = torch, F, device
+        self.dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
 
     def wait(self, out: Any) -> Any:
         """Blocks until the device has finished (CUDA runs asynchronously)."""
@@ -426,23 +465,49 @@ class Torch:
         raise ValueError(wl.op)
 
     def contender(
-        self, name: str, wl: Workload, layout: str, x_ncx: np.ndarray, mode: str, indices: bool
+        self,
+        name: str,
+        wl: Workload,
+        layout: str,
+        x_ncx: np.ndarray,
+        mode: str,
+        ct_ncx: np.ndarray | None = None,
+        *,
+        dtype: str = "f32",
+        keep: bool = False,
     ) -> Contender:
-        x = self.tensor(x_ncx, layout)
-        fwd = self.forward(wl, indices and mode == "fwd")
-        with self.torch.no_grad():
+        """The forward (with indices where the op has them), or ``op(x).backward(ct)`` with
+        ``ct`` given by ``ct_ncx``, in ``dtype``.  ``keep``: its outputs (NCX, on the host) as
+        ``outputs``."""
+        torch = self.torch
+        x = self.tensor(x_ncx, layout).to(self.dtypes[dtype])  # keeps the memory format
+        fwd = self.forward(wl, indices=mode == "fwd")
+        with torch.no_grad():
             y = fwd(x)
         if mode == "fwd":
             out = y if isinstance(y, tuple) else (y,)
-            return Contender(name, lambda: fwd(x), nbytes([x, *out]), self.wait)
+            c = Contender(name, lambda: fwd(x), nbytes([x, *out]), self.wait)
+            c.outputs = [self.numpy(o) for o in out] if keep else None
+            return c
         xg = x.detach().clone().requires_grad_(True)
-        ct = self.torch.randn_like(y)
+        ct = torch.empty_like(y)  # the output's memory format
+        ct.copy_(torch.from_numpy(np.array(ct_ncx)).to(self.device))
 
         def call():
             xg.grad = None
             fwd(xg).backward(ct)
 
-        return Contender(name, call, nbytes([x, ct, x]), self.wait)
+        c = Contender(name, call, nbytes([x, ct, x]), self.wait)
+        if keep:
+            call()
+            self.wait(None)
+            c.outputs = [self.numpy(xg.grad)]
+        return c
+
+    def numpy(self, t) -> np.ndarray:
+        """A tensor on the host as NumPy: floats in float32 (NumPy has no bfloat16)."""
+        t = t.detach().cpu()
+        return t.float().numpy() if t.is_floating_point() else t.numpy()
 
     def unpool(
         self, name: str, wl: Workload, layout: str, x_ncx: np.ndarray, mode: str
@@ -580,27 +645,49 @@ def ratio_targets(wl: Workload, layout: str, mode: str) -> list[tuple[str, str, 
 # --------------------------------------------------------------------------------------------
 
 
+def device_array(a: np.ndarray, dtype: str) -> jax.Array:
+    """``a`` in ``dtype`` on JAX's default device, converted by NumPy (ml_dtypes)."""
+    return jax.device_put(np.asarray(a, DTYPES[dtype]))
+
+
 def build_group(
     wl: Workload,
     layout: str,
     mode: str,
     torch: Torch | None,
-    openvino: OpenVINO | None,
+    openvino: OpenVINO | None = None,
+    *,
     portable: bool = False,
-) -> tuple[list[Contender], dict[str, int]]:
-    """The contenders of one group and the byte sizes that the memory targets refer to.
+    dtype: str = "f32",
+    x_ncx: np.ndarray | None = None,
+    cotangent: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+    compiles: int = COMPILES,
+    axis: int | None = None,
+    keep: bool = False,
+) -> tuple[list[Contender], dict[str, int], np.ndarray]:
+    """The contenders of one group, the byte sizes of its input, output and indices (where
+    the op has them), and its input (NCX, float32).
 
-    With ``portable``, jaxpool's portable programs (what a GPU or TPU runs) join as the
-    contenders ``portable`` and ``portable+idx``, so that the ratios show what the CPU
-    programs buy.
+    ``x_ncx`` and ``cotangent`` (an NCX shape to a float32 cotangent) give the data, random
+    normal where ``None``; every contender takes it in ``dtype``.  JAX contenders keep the
+    outputs of a first call as ``outputs``, PyTorch's only with ``keep``.  ``axis``: where
+    ``max_pool``'s indices are flattened from.  With ``portable``, jaxpool's portable
+    programs (what a GPU or TPU runs) join as the contenders ``portable`` and
+    ``portable+idx``, so that the ratios show what the CPU programs buy.
     """
     rng = np.random.default_rng(0)
-    x_ncx = rng.standard_normal(wl.shape, dtype=np.float32)
+    if x_ncx is None:
+        x_ncx = rng.standard_normal(wl.shape, dtype=np.float32)
+    if cotangent is None:
+        cotangent = lambda shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
     x_np = to_layout(x_ncx, layout)
-    x = jnp.asarray(x_np)
+    x = device_array(x_np, dtype)
     torch_name = "torch-NCHW" if layout == "NCX" else "torch-CL"
     cs: list[Contender] = []
-    sizes: dict[str, int] = {"input": x_np.nbytes}
+    sizes: dict[str, int] = {"input": nbytes(x)}
+
+    def add_jax(name: str, fn: Callable, *args: Any) -> None:
+        cs.append(jax_contender(name, fn, *args, compiles=compiles))
 
     if wl.op == "max_unpool":
         if getattr(jaxpool, "max_unpool", None) is None:
@@ -608,65 +695,65 @@ def build_group(
         y, idx = jaxpool.max_pool(
             x, wl.kernel, wl.strides, return_indices=True, axis=2, data_format=layout
         )
-        sizes["output"] = x_np.nbytes
+        sizes["output"] = nbytes(x)
         sizes["indices"] = nbytes(idx)
 
         def unpool(y, idx):  # the indices are an argument, not a baked-in constant
             return jaxpool.max_unpool(y, idx, x.shape, axis=2, data_format=layout)
 
         if mode == "fwd":
-            cs.append(jax_contender("jaxpool", unpool, y, idx))
+            add_jax("jaxpool", unpool, y, idx)
         else:
-            ct = jnp.asarray(rng.standard_normal(x.shape, dtype=np.float32))
-            grad = jax.grad(lambda y, idx, ct: jnp.sum(unpool(y, idx) * ct))
-            cs.append(jax_contender("jaxpool", grad, y, idx, ct))
+            ct = device_array(to_layout(cotangent(wl.shape), layout), dtype)
+            add_jax(
+                "jaxpool", jax.grad(lambda y, idx, ct: jnp.sum(unpool(y, idx) * ct)), y, idx, ct
+            )
         if torch is not None:
             cs.append(torch.unpool(torch_name, wl, layout, x_ncx, mode))
-        return cs, sizes
+        return cs, sizes, x_ncx
 
     fwd = jaxpool_fn(wl, layout, indices=False)
     if fwd is None:
         raise LookupError(wl.op)
-    has_indices = wl.op in ("max_pool", "adaptive_max_pool")
+    idx_fn = jaxpool_fn(wl, layout, indices=True, axis=axis)
     y = jax.eval_shape(fwd, x)
     sizes["output"] = nbytes(y)
-    if has_indices:
-        idx = jax.eval_shape(jaxpool_fn(wl, layout, indices=True), x)[1]
-        sizes["indices"] = nbytes(idx)
-        sizes["output"] += sizes["indices"]
-    peer = reduce_window_fn(wl, layout) or xla_reduce_fn(wl, layout)
-    peer_name = "reduce_window" if reduce_window_fn(wl, layout) else "xla-reduce"
+    if wl.has_indices:
+        sizes["indices"] = nbytes(jax.eval_shape(idx_fn, x)[1])
+    peer_name, peer = peer_fn(wl, layout)
 
     if mode == "fwd":
-        cs.append(jax_contender("jaxpool", fwd, x))
-        if has_indices:
-            cs.append(jax_contender("jaxpool+idx", jaxpool_fn(wl, layout, indices=True), x))
+        add_jax("jaxpool", fwd, x)
+        if wl.has_indices:
+            add_jax("jaxpool+idx", idx_fn, x)
         if portable:
             with dispatch.force("portable"):
-                cs.append(jax_contender("portable", fwd, x))
-                if has_indices:
-                    idx_fn = jaxpool_fn(wl, layout, indices=True)
-                    cs.append(jax_contender("portable+idx", idx_fn, x))
+                add_jax("portable", fwd, x)
+                if wl.has_indices:
+                    add_jax("portable+idx", idx_fn, x)
         if peer is not None:
-            cs.append(jax_contender(peer_name, peer, x))
+            add_jax(peer_name, peer, x)
         if torch is not None:
-            cs.append(torch.contender(torch_name, wl, layout, x_ncx, mode, indices=True))
+            cs.append(torch.contender(torch_name, wl, layout, x_ncx, mode, dtype=dtype, keep=keep))
         if openvino is not None and layout == "NCX":
             for values_only in (False, True):
                 c = openvino.contender(wl, x_np, values_only)
                 if c is not None:
                     cs.append(c)
     else:
-        ct = jnp.asarray(rng.standard_normal(y.shape, dtype=np.float32))
-        cs.append(jax_contender("jaxpool", grad_of(fwd), x, ct))
+        y_ncx_shape = y.shape if layout == "NCX" else (y.shape[0], y.shape[-1], *y.shape[1:-1])
+        ct_ncx = cotangent(tuple(y_ncx_shape))
+        ct = device_array(to_layout(ct_ncx, layout), dtype)
+        add_jax("jaxpool", grad_of(fwd), x, ct)
         if portable:
             with dispatch.force("portable"):
-                cs.append(jax_contender("portable", grad_of(fwd), x, ct))
+                add_jax("portable", grad_of(fwd), x, ct)
         if peer is not None:
-            cs.append(jax_contender(f"grad({peer_name})", grad_of(peer), x, ct))
+            add_jax(f"grad({peer_name})", grad_of(peer), x, ct)
         if torch is not None:
-            cs.append(torch.contender(torch_name, wl, layout, x_ncx, mode, indices=False))
-    return cs, sizes
+            c = torch.contender(torch_name, wl, layout, x_ncx, mode, ct_ncx, dtype=dtype, keep=keep)
+            cs.append(c)
+    return cs, sizes, x_ncx
 
 
 # Which jaxpool contender a peer's ratio column compares against.
@@ -680,6 +767,19 @@ def matched_jaxpool(peer: str, names: list[str]) -> str | None:
     return "jaxpool" if "jaxpool" in names else None
 
 
+def timing_row(c: Contender) -> dict:
+    """The start of a contender's result row: its rounds, median and quartiles."""
+    q25, med, q75 = quartiles(c.times)
+    return {
+        "contender": c.name,
+        "rounds": len(c.times),
+        "median_s": med,
+        "q25_s": q25,
+        "q75_s": q75,
+        "times_s": c.times,
+    }
+
+
 def time_group(
     cs: list[Contender], floor: Contender, args
 ) -> tuple[list[dict], dict[str, Contender], float]:
@@ -687,29 +787,16 @@ def time_group(
     moment of the machine moves the floor with them.  Returns one result row per contender
     (medians, the floor ratio, the paired ratio against the matched jaxpool contender), the
     contenders by name, and the floor's bandwidth."""
-    interleaved(
-        cs + [floor],
-        rounds=args.reps,
-        warmup=args.warmup,
-        min_call_s=args.min_stretch_ms / 1e3,
-        max_call_s=args.max_call_s,
-        settle_s=args.settle_ms / 1e3,
-    )
+    interleaved(cs + [floor], **timing(args))
     by_name = {c.name: c for c in cs}
     names = list(by_name)
     bandwidth = floor.io_bytes / statistics.median(floor.times)
     rows = []
     for c in cs:
-        q25, med, q75 = quartiles(c.times)
         ref = matched_jaxpool(c.name, names)
         rows.append(
-            {
-                "contender": c.name,
-                "rounds": len(c.times),
-                "median_s": med,
-                "q25_s": q25,
-                "q75_s": q75,
-                "times_s": c.times,
+            timing_row(c)
+            | {
                 "io_bytes": c.io_bytes,
                 "floor_s": c.io_bytes / bandwidth,
                 "x_floor": times_floor(c, floor),
@@ -723,8 +810,41 @@ def time_group(
     return rows, by_name, bandwidth
 
 
+COMPILE_S = {"fwd": 0.5, "fwd+bwd": 1.0}  # the compile-time target per mode
+
+
+def compile_target(c: Contender, mode: str) -> Target:
+    return Target(f"{c.name} compile", c.compile_s, COMPILE_S[mode], "s")
+
+
+def group_result(
+    wl: Workload,
+    layout: str,
+    mode: str,
+    sizes: dict[str, int],
+    bandwidth: float,
+    rows: list[dict],
+    targets: list[Target],
+) -> dict:
+    """A timed group as the results file records it."""
+    return {
+        "workload": wl.name,
+        "op": wl.op,
+        "layout": layout,
+        "mode": mode,
+        "shape_ncx": list(wl.shape),
+        "describe": wl.describe(),
+        "sizes_bytes": sizes,
+        "floor_bandwidth_Bps": bandwidth,
+        "rows": rows,
+        "targets": [dataclasses.asdict(t) | {"verdict": t.verdict} for t in targets],
+    }
+
+
 def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor):
-    cs, sizes = build_group(wl, layout, mode, torch, openvino, args.portable)
+    cs, sizes, _ = build_group(wl, layout, mode, torch, openvino, portable=args.portable)
+    if wl.op != "max_unpool":  # a forward with indices writes both
+        sizes["output"] += sizes.get("indices", 0)
     rows, by_name, bandwidth = time_group(cs, floor, args)
     names = list(by_name)
     ratios = {
@@ -742,7 +862,7 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor
     for c in cs:
         if not c.name.startswith("jaxpool"):
             continue
-        targets.append(Target(f"{c.name} compile", c.compile_s, 0.5 if mode == "fwd" else 1.0, "s"))
+        targets.append(compile_target(c, mode))
         if c.temp_bytes is not None:
             if mode == "fwd":
                 limit, what = sizes["output"], "output"
@@ -760,19 +880,7 @@ def run_group(wl: Workload, layout: str, mode: str, args, torch, openvino, floor
     ):
         r = next(r for r in rows if r["contender"] == "jaxpool+idx")
         targets.append(Target("jaxpool+idx time / memory floor", r["x_floor"], 2.5))
-    return {
-        "workload": wl.name,
-        "op": wl.op,
-        "layout": layout,
-        "mode": mode,
-        "shape_ncx": list(wl.shape),
-        "describe": wl.describe(),
-        "sizes_bytes": sizes,
-        "floor_bandwidth_Bps": bandwidth,
-        "rows": rows,
-        "ratios": ratios,
-        "targets": [dataclasses.asdict(t) | {"verdict": t.verdict} for t in targets],
-    }
+    return group_result(wl, layout, mode, sizes, bandwidth, rows, targets) | {"ratios": ratios}
 
 
 # --------------------------------------------------------------------------------------------
@@ -784,25 +892,38 @@ def fmt(value: float | None, spec: str, none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
-def print_group(g: dict) -> None:
-    title = f"{g['workload']} [{g['describe']}] {g['layout']} {g['mode']}"
+# The columns of a group's printed table: header, width, the key a row must have for the
+# column to show, and the cell.
+COLUMNS: tuple[tuple[str, int, str, Callable[[dict], str]], ...] = (
+    ("median ms", 10, "median_s", lambda r: f"{r['median_s'] * 1e3:.3f}"),
+    ("IQR ms", 15, "q25_s", lambda r: f"{r['q25_s'] * 1e3:.2f}-{r['q75_s'] * 1e3:.2f}"),
+    ("x floor", 9, "x_floor", lambda r: f"{r['x_floor']:.2f}"),
+    ("compile s", 10, "compile_s", lambda r: fmt(r["compile_s"], ".3f")),
+    (
+        "temp MiB",
+        10,
+        "temp_bytes",
+        lambda r: fmt(r["temp_bytes"] and r["temp_bytes"] / 2**20, ".2f"),
+    ),
+    ("faults", 8, "faults_per_call", lambda r: fmt(r["faults_per_call"], ".0f")),
+)
+
+
+def print_group(g: dict, title: str | None = None) -> None:
+    """A group's rows (the columns its rows have) and targets, under ``title`` (by default
+    the workload, its description, layout and mode)."""
+    if title is None:
+        title = f"{g['workload']} [{g['describe']}] {g['layout']} {g['mode']}"
     print(f"\n{title}")
-    print(
-        f"  {'contender':<22}{'median ms':>10}{'IQR ms':>15}{'x floor':>9}{'compile s':>10}"
-        f"{'temp MiB':>10}{'faults':>8}   {'ratio (jaxpool/peer)':<24}"
-    )
+    columns = [c for c in COLUMNS if any(c[2] in r for r in g["rows"])]
+    header = "".join(f"{name:>{width}}" for name, width, _, _ in columns)
+    print(f"  {'contender':<22}{header}   {'ratio (jaxpool/peer)':<24}")
     for r in g["rows"]:
-        iqr = f"{r['q25_s'] * 1e3:.2f}-{r['q75_s'] * 1e3:.2f}"
-        temp = None if r["temp_bytes"] is None else r["temp_bytes"] / 2**20
         ratio = f"{r['ratio']:.3f} ({r['vs']})" if r["ratio"] is not None else ""
         if r["rounds"] < max(row["rounds"] for row in g["rows"]):
             ratio += f" [{r['rounds']} rounds]"
-        print(
-            f"  {r['contender']:<22}{r['median_s'] * 1e3:>10.3f}{iqr:>15}"
-            f"{r['x_floor']:>9.2f}{fmt(r['compile_s'], '.3f'):>10}{fmt(temp, '.2f'):>10}"
-            f"{fmt(r.get('faults_per_call'), '.0f'):>8}"
-            f"   {ratio}"
-        )
+        cells = "".join(f"{cell(r):>{width}}" for _, width, _, cell in columns)
+        print(f"  {r['contender']:<22}{cells}   {ratio}")
     for t in g["targets"]:
         value = fmt(t["value"], ".3f", "n/a")
         print(
@@ -811,7 +932,11 @@ def print_group(g: dict) -> None:
         )
 
 
-def print_summary(groups: list[dict]) -> None:
+def print_summary(groups: list[dict], where: Callable[[dict], str] | None = None) -> None:
+    """The count of verdicts, and every target that did not pass, in the group ``where`` names
+    (by default its workload, layout and mode)."""
+    if where is None:
+        where = lambda g: f"{g['workload']:<13}{g['layout']:<4}{g['mode']:<8}"  # noqa: E731
     print("\nTargets summary")
     counts = {"PASS": 0, "MISS": 0, "n/a": 0}
     for g in groups:
@@ -820,35 +945,52 @@ def print_summary(groups: list[dict]) -> None:
             if t["verdict"] != "PASS":
                 value = fmt(t["value"], ".3f", "n/a")
                 print(
-                    f"  {t['verdict']:<5}{g['workload']:<13}{g['layout']:<4}{g['mode']:<8}"
+                    f"  {t['verdict']:<5}{where(g)}"
                     f"{t['label']:<44}{value:>9} <= {t['limit']:.3g} {t['unit']}"
                 )
     print(f"  {counts['PASS']} PASS, {counts['MISS']} MISS, {counts['n/a']} n/a")
 
 
-def markdown_table(groups: list[dict]) -> str:
-    """The README's table of a run: times and the paired ratios per group."""
-    lines = [
-        "| workload | layout | mode | jaxpool ms | jaxpool + indices ms "
-        "| paired ratio jaxpool / peer |",
-        "|---|---|---|---|---|---|",
-    ]
-    for g in groups:
-        times = {r["contender"]: r["median_s"] * 1e3 for r in g["rows"]}
-        ratios = "; ".join(
-            f"{r['ratio']:.2f} ({r['vs']} vs {r['contender']})"
-            for r in g["rows"]
-            if r["ratio"] is not None
-        )
-        idx = times.get("jaxpool+idx")
-        lines.append(
-            f"| {g['workload']} {g['describe']} | {g['layout']} | {g['mode']} "
-            f"| {fmt(times.get('jaxpool'), '.3g', '')} | {fmt(idx, '.3g', '')} | {ratios} |"
-        )
+def cell(g: dict, contender: str, key: str, spec: str, scale: float = 1.0) -> str:
+    """A row's value, formatted; empty where the group has no such row or value."""
+    r = next((r for r in g["rows"] if r["contender"] == contender), {})
+    return "" if r.get(key) is None else format(r[key] * scale, spec)
+
+
+def ratios_cell(g: dict) -> str:
+    """Every paired ratio of a group, with its two contenders."""
+    return "; ".join(
+        f"{r['ratio']:.2f} ({r['vs']} vs {r['contender']})"
+        for r in g["rows"]
+        if r["ratio"] is not None
+    )
+
+
+# The README's table of a run: times and the paired ratios per group.
+TABLE: tuple[tuple[str, Callable[[dict], str]], ...] = (
+    ("workload", lambda g: f"{g['workload']} {g['describe']}"),
+    ("layout", lambda g: g["layout"]),
+    ("mode", lambda g: g["mode"]),
+    ("jaxpool ms", lambda g: cell(g, "jaxpool", "median_s", ".3g", 1e3)),
+    ("jaxpool + indices ms", lambda g: cell(g, "jaxpool+idx", "median_s", ".3g", 1e3)),
+    ("paired ratio jaxpool / peer", ratios_cell),
+)
+
+
+def markdown_table(
+    groups: list[dict], columns: tuple[tuple[str, Callable[[dict], str]], ...] = TABLE
+) -> str:
+    """A markdown table with a row per group; ``columns``: header and cell of each column."""
+    lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(f(g) for _, f in columns) + " |" for g in groups]
     return "\n".join(lines)
 
 
-def plot(groups: list[dict], path: str, where: str) -> None:
+def plot(
+    bars: list[tuple[str, float, float]], path: str, title: str, xlabel: str, ticks: bool = False
+) -> None:
+    """A horizontal bar per ``(label, value, limit)`` on a log scale: green where the value is
+    at most its limit, else red; ``ticks`` marks the limits."""
     try:
         import matplotlib
 
@@ -857,25 +999,20 @@ def plot(groups: list[dict], path: str, where: str) -> None:
     except ImportError:
         print("matplotlib is not installed; no plot written")
         return
-    labels, values = [], []
-    for g in groups:
-        for r in g["rows"]:
-            if r["ratio"] is not None:
-                labels.append(
-                    f"{g['workload']} {g['layout']} {g['mode']}: {r['vs']} / {r['contender']}"
-                )
-                values.append(r["ratio"])
-    if not values:
+    if not bars:
         return
+    labels, values, limits = zip(*bars)
     fig, ax = plt.subplots(figsize=(10, 0.22 * len(values) + 1.5))
-    colors = ["tab:green" if v <= 1 else "tab:red" for v in values]
+    colors = ["tab:green" if v <= lim else "tab:red" for v, lim in zip(values, limits)]
     ax.barh(range(len(values)), values, color=colors)
+    if ticks:
+        ax.scatter(limits, range(len(values)), marker="|", color="black", s=60, zorder=3)
     ax.set_yticks(range(len(values)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("paired time ratio jaxpool / peer (median over rounds; < 1: jaxpool faster)")
-    ax.set_title(f"jaxpool vs peers, float32, {where}")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -887,18 +1024,8 @@ def plot(groups: list[dict], path: str, where: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="batch / 16, 3 rounds, 1 warm-up round, the QUICK workloads "
-        "unless --only is given (about a minute)",
-    )
-    parser.add_argument(
-        "--only", metavar="PATTERN", help="regex over 'workload/layout/mode', e.g. 'vgg|stem/NCX'"
-    )
-    parser.add_argument("--reps", type=int, help="timed rounds per group (default 15; quick 3)")
+def add_timing_options(parser: argparse.ArgumentParser) -> None:
+    """The options of :func:`timing` but ``--reps``, whose default differs per script."""
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     parser.add_argument(
         "--min-stretch-ms",
@@ -921,6 +1048,41 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help=f"a contender slower than this per call runs {SLOW_ROUNDS} rounds",
     )
+
+
+def environment(torch: Torch | None) -> dict[str, Any]:
+    """The versions and the machine, for the results file."""
+    return {
+        "jax": jax.__version__,
+        "jaxpool": getattr(jaxpool, "__version__", None),
+        "torch": None if torch is None else torch.torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "device": jax.devices()[0].device_kind,
+        "torch_device": None if torch is None else torch.device,
+    }
+
+
+def write_json(result: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="batch / 16, 3 rounds, 1 warm-up round, the QUICK workloads "
+        "unless --only is given (about a minute)",
+    )
+    parser.add_argument(
+        "--only", metavar="PATTERN", help="regex over 'workload/layout/mode', e.g. 'vgg|stem/NCX'"
+    )
+    parser.add_argument("--reps", type=int, help="timed rounds per group (default 15; quick 3)")
+    add_timing_options(parser)
     parser.add_argument(
         "--json",
         metavar="PATH",
@@ -994,15 +1156,9 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(groups)
 
     result = {
-        "meta": {
-            "jax": jax.__version__,
-            "jaxpool": getattr(jaxpool, "__version__", None),
-            "torch": None if torch is None else torch.torch.__version__,
+        "meta": environment(torch)
+        | {
             "openvino": None if openvino is None else openvino.ov.__version__,
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "device": jax.devices()[0].device_kind,
-            "torch_device": None if torch is None else torch.device,
             "cpu_count": os.cpu_count(),
             "threads": THREADS,
             "copy_bandwidth_Bps": bandwidths,
@@ -1018,12 +1174,21 @@ def main(argv: list[str] | None = None) -> int:
         },
         "groups": groups,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.json}")
+    write_json(result, args.json)
     if args.plot:
-        plot(groups, args.plot, "GPU " + jax.devices()[0].device_kind if gpu else "CPU")
+        bars = [
+            (
+                f"{g['workload']} {g['layout']} {g['mode']}: {r['vs']} / {r['contender']}",
+                r["ratio"],
+                1.0,
+            )
+            for g in groups
+            for r in g["rows"]
+            if r["ratio"] is not None
+        ]
+        where = "GPU " + jax.devices()[0].device_kind if gpu else "CPU"
+        xlabel = "paired time ratio jaxpool / peer (median over rounds; < 1: jaxpool faster)"
+        plot(bars, args.plot, f"jaxpool vs peers, float32, {where}", xlabel)
         print(f"wrote {args.plot}")
     return 0
 

@@ -5,9 +5,11 @@ Workload: features ``2 x 256 x 200 x 272`` (a P2 level of an 800 x 1088 image), 
 ``aligned=True``), ``spatial_scale=1/4``; forward, and forward+backward (the gradient in the
 features of ``sum(y * ct)``).
 
-Contenders, interleaved round by round in a rotating order after a warm-up (a slow moment of
-a shared machine hits all of them alike); the reported time is the median over rounds and the
-reported ratio the median over rounds of the per-round ratio ``jaxpool / contender``:
+The method is ``bench.py``'s: the contenders run interleaved round by round in a rotating
+order after a warm-up (a slow moment of a shared machine hits all of them alike), each timed
+stretch after 50 ms of idle time; JAX contenders are compiled ahead of time.  The reported time
+is the median over rounds and the reported ratio the median over rounds of the per-round ratio
+``jaxpool-NCX / contender``:
 
 * ``jaxpool-NCX`` / ``jaxpool-NXC``: ``jaxpool.roi_align`` on features in either layout (the
   output in the same layout);
@@ -21,19 +23,18 @@ Run ``python benchmarks/roi_bench.py [--rounds 7] [--boxes 1000] [--json out.jso
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench  # noqa: E402  (puts the repository root on sys.path, imports jax and jaxpool)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from bench import Contender  # noqa: E402
 
 import jaxpool  # noqa: E402
 
@@ -80,7 +81,7 @@ def workload(boxes: int, seed: int = 0):
     return x, rois.astype(np.float32), batch
 
 
-def jaxpool_fn(data_format: str):
+def roi_align_fn(data_format: str):
     def f(x, rois, batch):
         y = jaxpool.roi_align(
             x,
@@ -97,23 +98,19 @@ def jaxpool_fn(data_format: str):
     return f
 
 
-def compiled(f, x, rois, batch, backward: bool):
+def roi_contender(name: str, f, x, rois, batch, backward: bool) -> Contender:
+    """``f``, or its gradient in the features of ``sum(y * ct)``, compiled ahead of time."""
     if backward:
         ct = jnp.ones(jax.eval_shape(f, x, rois, batch).shape, jnp.float32)
 
         def g(x, rois, batch):
             return jax.vjp(lambda a: f(a, rois, batch), x)[1](ct)[0]
 
-        fn = g
-    else:
-        fn = f
-    start = time.perf_counter()
-    exe = jax.jit(fn).lower(x, rois, batch).compile()
-    seconds = time.perf_counter() - start
-    return (lambda: exe(x, rois, batch).block_until_ready()), seconds
+        return bench.jax_contender(name, g, x, rois, batch, compiles=1)
+    return bench.jax_contender(name, f, x, rois, batch, compiles=1)
 
 
-def openvino_fn(x, rois, batch):
+def openvino_contender(x, rois, batch) -> Contender:
     import openvino as ov
     import openvino.opset9 as ops
 
@@ -131,41 +128,26 @@ def openvino_fn(x, rois, batch):
         mode="avg",
         aligned_mode="half_pixel_for_nn",
     )
-    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2}
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": bench.THREADS}
     model = ov.Core().compile_model(ov.Model(node.outputs(), [xp, rp, bp]), "CPU", config)
     request = model.create_infer_request()
-    return lambda: request.infer([x, rois, batch])
+    out = request.infer([x, rois, batch])
+    io = bench.nbytes([x, rois, batch]) + sum(np.asarray(r).nbytes for r in out.values())
+    return Contender("openvino", lambda: request.infer([x, rois, batch]), io)
 
 
-def run(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    names = list(contenders)
-    for name in names:  # warm-up
-        contenders[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for k in range(rounds):
-        order = names[k % len(names) :] + names[: k % len(names)]
-        for name in order:
-            time.sleep(0.05)
-            start = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def report(title: str, times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+def report(title: str, contenders: list[Contender]) -> dict[str, dict[str, float]]:
+    """Prints and returns each contender's median and its paired ratio ``jaxpool-NCX / it``."""
     print(title)
+    ref = contenders[0]
     result = {}
-    for name, values in times.items():
-        ratios = {
-            other: statistics.median(a / b for a, b in zip(times["jaxpool-NCX"], theirs))
-            for other, theirs in times.items()
-            if other != "jaxpool-NCX"
-        }
-        result[name] = {"median_ms": 1e3 * statistics.median(values)}
-        line = f"  {name:12s} {result[name]['median_ms']:9.1f} ms"
-        if name != "jaxpool-NCX":
-            line += f"   jaxpool-NCX / {name} = {ratios[name]:.2f}"
-            result[name]["jaxpool_ncx_ratio"] = ratios[name]
+    for c in contenders:
+        result[c.name] = {"median_ms": 1e3 * statistics.median(c.times)}
+        line = f"  {c.name:12s} {result[c.name]['median_ms']:9.1f} ms"
+        if c is not ref:
+            ratio = bench.paired_ratio(ref, c)
+            line += f"   {ref.name} / {c.name} = {ratio:.2f}"
+            result[c.name]["jaxpool_ncx_ratio"] = ratio
         print(line)
     return result
 
@@ -178,25 +160,26 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     x, rois, batch = workload(args.boxes)
-    x_ncx, x_nxc = jnp.asarray(x), jnp.asarray(np.moveaxis(x, 1, -1))
+    x_ncx, x_nxc = jnp.asarray(x), jnp.asarray(bench.to_layout(x, "NXC"))
     r, b = jnp.asarray(rois), jnp.asarray(batch)
     results = {}
     for backward in (False, True):
-        contenders = {}
+        contenders = []
         for name, f, features in (
-            ("jaxpool-NCX", jaxpool_fn("NCX"), x_ncx),
-            ("jaxpool-NXC", jaxpool_fn("NXC"), x_nxc),
+            ("jaxpool-NCX", roi_align_fn("NCX"), x_ncx),
+            ("jaxpool-NXC", roi_align_fn("NXC"), x_nxc),
             ("plain-jax", plain_roi_align, x_ncx),
         ):
-            contenders[name], seconds = compiled(f, features, r, b, backward)
-            print(f"  compiled {name} ({'fwd+bwd' if backward else 'fwd'}) in {seconds:.1f} s")
+            c = roi_contender(name, f, features, r, b, backward)
+            print(f"  compiled {name} ({'fwd+bwd' if backward else 'fwd'}) in {c.compile_s:.1f} s")
+            contenders.append(c)
         if not backward:
-            contenders["openvino"] = openvino_fn(x, rois, batch)
+            contenders.append(openvino_contender(x, rois, batch))
+        bench.interleaved(contenders, rounds=args.rounds, warmup=1, settle_s=0.05)
         title = "forward+backward" if backward else "forward"
-        results[title] = report(f"{title}, {args.boxes} boxes:", run(contenders, args.rounds))
+        results[title] = report(f"{title}, {args.boxes} boxes:", contenders)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+        bench.write_json(results, args.json)
 
 
 if __name__ == "__main__":

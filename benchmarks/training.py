@@ -36,7 +36,6 @@ import functools
 import json
 import math
 import os
-import platform
 import re
 import sys
 import time
@@ -50,15 +49,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (puts the repository root on sys.path, imports jax and jaxpool)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from bench import Contender, Target, Workload  # noqa: E402
+from bench import DTYPES, LAYOUTS, MODES, Contender, Target, Workload  # noqa: E402
 
 import jaxpool  # noqa: E402
 from jaxpool._src import dispatch  # noqa: E402
-
-RESULTS = bench.RESULTS
-DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
-LAYOUTS = ("NCX", "NXC")
-MODES = ("fwd", "fwd+bwd")
 
 # (training-scale workload, its tiny twin): shapes are NCX, each also run channels-last.
 WORKLOADS: list[tuple[Workload, Workload]] = [
@@ -111,8 +105,6 @@ FWD_X_FLOOR = 1.2
 IDX_X_FLOOR = 1.25
 BWD_VS_TORCH = 1.0
 BWD_X_FLOOR = 1.5
-COMPILE_FWD_S = 0.5
-COMPILE_BWD_S = 1.0
 RESNET_VS_FLAX = 1.0
 
 
@@ -182,161 +174,6 @@ def exact_cotangent(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndar
     return ct
 
 
-def device_array(a: np.ndarray, dtype: str) -> jax.Array:
-    """``a`` in ``dtype`` on JAX's default device, converted by NumPy (ml_dtypes)."""
-    return jax.device_put(np.asarray(a, DTYPES[dtype]))
-
-
-def to_ncx(a: np.ndarray, layout: str) -> np.ndarray:
-    return a if layout == "NCX" else np.moveaxis(a, -1, 1)
-
-
-# --------------------------------------------------------------------------------------------
-# Contenders.
-# --------------------------------------------------------------------------------------------
-
-
-def jax_contender(name: str, fn: Callable, *args: Any, compiles: int = 3) -> Contender:
-    """``bench.jax_contender`` with the number of timed compilations as an argument."""
-    times = []
-    for _ in range(max(1, compiles)):
-        jax.clear_caches()
-        t0 = time.perf_counter()
-        compiled = jax.jit(fn).lower(*args).compile()
-        times.append(time.perf_counter() - t0)
-    memory = compiled.memory_analysis()
-    out = jax.block_until_ready(compiled(*args))
-    c = Contender(
-        name,
-        lambda: compiled(*args),
-        bench.nbytes(args, out),
-        wait=jax.block_until_ready,
-        compile_s=float(np.median(times)),
-        temp_bytes=None if memory is None else int(memory.temp_size_in_bytes),
-    )
-    c.outputs = out  # type: ignore[attr-defined]
-    return c
-
-
-def jaxpool_fn(wl: Workload, layout: str, indices: bool) -> Callable:
-    """jaxpool's forward; indices of ``max_pool`` per plane (``axis=2``), as PyTorch's."""
-    if wl.op in ("max_pool", "avg_pool"):
-        fn = getattr(jaxpool, wl.op)
-        kw: dict[str, Any] = dict(data_format=layout)
-        if indices:
-            kw.update(return_indices=True, axis=2)
-        return lambda x: fn(x, wl.kernel, wl.strides, wl.pad, wl.pad, **kw)
-    return bench.jaxpool_fn(wl, layout, indices)
-
-
-def has_indices(wl: Workload) -> bool:
-    return wl.op in ("max_pool", "adaptive_max_pool")
-
-
-def peer_fn(wl: Workload, layout: str) -> tuple[str, Callable | None]:
-    """``reduce_window`` (what Flax's pools call) or, for a global pool, ``jnp.max/mean``."""
-    fn = bench.reduce_window_fn(wl, layout)
-    if fn is not None:
-        return "reduce_window", fn
-    return "xla-reduce", bench.xla_reduce_fn(wl, layout)
-
-
-class TorchPeer(bench.Torch):
-    """``bench.Torch`` in a dtype, with the outputs kept for ``--check``."""
-
-    def __init__(self, device: str):
-        super().__init__(device)
-        self.dtypes = {"f32": self.torch.float32, "bf16": self.torch.bfloat16}
-
-    def contender(  # type: ignore[override]
-        self,
-        name: str,
-        wl: Workload,
-        layout: str,
-        x_ncx: np.ndarray,
-        ct_ncx: np.ndarray | None,
-        dtype: str,
-        keep: bool = True,
-    ) -> Contender:
-        """Forward with indices where the op has them (``ct_ncx is None``), else
-        ``op(x).backward(ct)``; ``keep``: its outputs (NCX, on the host) as ``.outputs``."""
-        torch = self.torch
-        x = self.tensor(x_ncx, layout).to(self.dtypes[dtype])  # keeps the memory format
-        if ct_ncx is None:
-            fwd = self.forward(wl, has_indices(wl))
-            with torch.no_grad():
-                y = fwd(x)
-            out = y if isinstance(y, tuple) else (y,)
-            c = Contender(name, lambda: fwd(x), bench.nbytes([x, *out]), self.wait)
-            c.outputs = [self.numpy(o) for o in out] if keep else None  # type: ignore[attr-defined]
-            return c
-        fwd = self.forward(wl, False)
-        xg = x.detach().clone().requires_grad_(True)
-        with torch.no_grad():
-            y = fwd(x)
-        ct = torch.empty_like(y)  # the output's memory format
-        ct.copy_(torch.from_numpy(np.array(ct_ncx)).to(self.device))
-
-        def call():
-            xg.grad = None
-            fwd(xg).backward(ct)
-
-        call()
-        self.wait(None)
-        c = Contender(name, call, bench.nbytes([x, ct, x]), self.wait)
-        c.outputs = [self.numpy(xg.grad)] if keep else None  # type: ignore[attr-defined]
-        return c
-
-    def numpy(self, t) -> np.ndarray:
-        t = t.detach().cpu()
-        return t.numpy() if not t.is_floating_point() else t.float().numpy()
-
-
-def build_group(
-    wl: Workload,
-    layout: str,
-    mode: str,
-    dtype: str,
-    torch: TorchPeer | None,
-    compiles: int,
-    check: bool = True,
-) -> tuple[list[Contender], dict[str, int], np.ndarray]:
-    """The contenders of one group (each with ``.outputs``; PyTorch's only with ``check``),
-    the byte sizes of its data, and its input (NCX, float32)."""
-    rng = np.random.default_rng(1)
-    x_ncx = cached_input(wl)
-    x = device_array(bench.to_layout(x_ncx, layout), dtype)
-    fwd = jaxpool_fn(wl, layout, indices=False)
-    y = jax.eval_shape(fwd, x)
-    sizes = {"input": bench.nbytes(x), "output": bench.nbytes(y)}
-    peer_name, peer = peer_fn(wl, layout)
-    torch_name = "torch-NCHW" if layout == "NCX" else "torch-CL"
-    cs: list[Contender] = []
-    if mode == "fwd":
-        cs.append(jax_contender("jaxpool", fwd, x, compiles=compiles))
-        if has_indices(wl):
-            idx_fn = jaxpool_fn(wl, layout, indices=True)
-            c = jax_contender("jaxpool+idx", idx_fn, x, compiles=compiles)
-            sizes["indices"] = bench.nbytes(c.outputs[1])  # type: ignore[attr-defined]
-            cs.append(c)
-        if peer is not None:
-            cs.append(jax_contender(peer_name, peer, x, compiles=compiles))
-        if torch is not None:
-            cs.append(torch.contender(torch_name, wl, layout, x_ncx, None, dtype, check))
-    else:
-        y_ncx_shape = (y.shape[0], y.shape[-1], *y.shape[1:-1]) if layout == "NXC" else y.shape
-        ct_ncx = exact_cotangent(tuple(y_ncx_shape), rng)
-        ct = device_array(bench.to_layout(ct_ncx, layout), dtype)
-        cs.append(jax_contender("jaxpool", bench.grad_of(fwd), x, ct, compiles=compiles))
-        if peer is not None:
-            cs.append(
-                jax_contender(f"grad({peer_name})", bench.grad_of(peer), x, ct, compiles=compiles)
-            )
-        if torch is not None:
-            cs.append(torch.contender(torch_name, wl, layout, x_ncx, ct_ncx, dtype, check))
-    return cs, sizes, x_ncx
-
-
 # --------------------------------------------------------------------------------------------
 # --check: every contender's outputs against jaxpool's.
 # --------------------------------------------------------------------------------------------
@@ -347,14 +184,14 @@ EPS = {"f32": 2.0**-22, "bf16": 2.0**-8}
 def outputs_ncx(c: Contender, layout: str) -> list[np.ndarray]:
     """A contender's outputs as NumPy arrays in the logical NCX layout (float32 or ints)."""
     if c.name.startswith("torch"):
-        return c.outputs  # type: ignore[attr-defined]
-    outs = c.outputs  # type: ignore[attr-defined]
+        return c.outputs
+    outs = c.outputs
     outs = outs if isinstance(outs, tuple | list) else (outs,)
     res = []
     for o in outs:
         a = np.asarray(o)  # NumPy converts (no XLA program per shape)
         a = a.astype(np.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a
-        res.append(to_ncx(a, layout))
+        res.append(bench.to_layout(a, "NCX", source=layout))
     return res
 
 
@@ -382,7 +219,7 @@ def check_group(
     by_name = {c.name: c for c in cs}
     ref = outputs_ncx(by_name["jaxpool"], layout)
     checks = []
-    jax_out = by_name["jaxpool"].outputs  # type: ignore[attr-defined]
+    jax_out = by_name["jaxpool"].outputs
     checks.append(
         {
             "check": f"jaxpool returns {dtype}",
@@ -391,7 +228,7 @@ def check_group(
             "exact": True,
         }
     )
-    is_max = has_indices(wl)
+    is_max = wl.has_indices
     terms = math.prod(window_extents(wl))
     for c in cs:
         if c.name == "jaxpool":
@@ -423,10 +260,21 @@ def check_group(
 
 
 def run_group(wl, layout, mode, dtype, args, torch, floor) -> dict:
-    cs, sizes, x_ncx = build_group(wl, layout, mode, dtype, torch, args.compiles, args.check)
+    cs, sizes, x_ncx = bench.build_group(
+        wl,
+        layout,
+        mode,
+        torch,
+        dtype=dtype,
+        x_ncx=cached_input(wl),
+        cotangent=functools.partial(exact_cotangent, rng=np.random.default_rng(1)),
+        compiles=args.compiles,
+        axis=2,  # per plane, as PyTorch's
+        keep=args.check,
+    )
+    if mode != "fwd":  # the indices are an output of the forward only
+        sizes.pop("indices", None)
     checks = check_group(wl, layout, mode, dtype, cs, x_ncx) if args.check else []
-    for c in cs:
-        c.outputs = None  # type: ignore[attr-defined]  # free the device memory
     rows, by_name, bandwidth = bench.time_group(cs, floor, args)
     names = list(by_name)
     x_floor = {r["contender"]: r["x_floor"] for r in rows}
@@ -442,25 +290,11 @@ def run_group(wl, layout, mode, dtype, args, torch, floor) -> dict:
         value = bench.paired_ratio(by_name["jaxpool"], by_name[torch_name]) if torch_name else None
         targets.append(Target(f"jaxpool / {torch_name or 'torch'}", value, BWD_VS_TORCH))
         targets.append(Target("jaxpool time / memory floor", x_floor["jaxpool"], BWD_X_FLOOR))
-    limit = COMPILE_FWD_S if mode == "fwd" else COMPILE_BWD_S
-    for c in cs:
-        if c.name.startswith("jaxpool"):
-            targets.append(Target(f"{c.name} compile", c.compile_s, limit, "s"))
-    return {
-        "key": f"{wl.name}/{layout}/{mode}/{dtype}",
-        "workload": wl.name,
-        "op": wl.op,
-        "dtype": dtype,
-        "layout": layout,
-        "mode": mode,
-        "shape_ncx": list(wl.shape),
-        "describe": wl.describe(),
-        "sizes_bytes": sizes,
-        "floor_bandwidth_Bps": bandwidth,
-        "rows": rows,
-        "targets": [dataclasses.asdict(t) | {"verdict": t.verdict} for t in targets],
-        "checks": checks,
-    }
+    targets += [bench.compile_target(c, mode) for c in cs if c.name.startswith("jaxpool")]
+    result = bench.group_result(wl, layout, mode, sizes, bandwidth, rows, targets)
+    return (
+        {"key": f"{wl.name}/{layout}/{mode}/{dtype}", "dtype": dtype} | result | {"checks": checks}
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -625,31 +459,17 @@ def run_resnet(args) -> dict:
                 "exact": False,
             }
         )
-    bench.interleaved(
-        contenders,
-        rounds=args.reps,
-        warmup=args.warmup,
-        min_call_s=args.min_stretch_ms / 1e3,
-        max_call_s=math.inf,
-        settle_s=args.settle_ms / 1e3,
-    )
+    bench.interleaved(contenders, **bench.timing(args) | {"max_call_s": math.inf})
     flax_c, pool_c = contenders
-    rows = []
-    for c in contenders:
-        q25, med, q75 = bench.quartiles(c.times)
-        rows.append(
-            {
-                "contender": c.name,
-                "rounds": len(c.times),
-                "median_s": med,
-                "q25_s": q25,
-                "q75_s": q75,
-                "times_s": c.times,
-                "compile_s": c.compile_s,
-                "vs": "jaxpool pools" if c is flax_c else None,
-                "ratio": bench.paired_ratio(pool_c, flax_c) if c is flax_c else None,
-            }
-        )
+    rows = [
+        bench.timing_row(c)
+        | {
+            "compile_s": c.compile_s,
+            "vs": "jaxpool pools" if c is flax_c else None,
+            "ratio": bench.paired_ratio(pool_c, flax_c) if c is flax_c else None,
+        }
+        for c in contenders
+    ]
     ratio = bench.paired_ratio(pool_c, flax_c)
     target = Target("jaxpool pools step / flax pools step", ratio, RESNET_VS_FLAX)
     return {
@@ -671,42 +491,19 @@ def run_resnet(args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def print_group(g: dict) -> None:
+def title(g: dict) -> str:
     if g["workload"] == "resnet18":
-        print(f"\nresnet18 [{g['describe']}] bf16")
-        print(f"  {'contender':<22}{'median ms':>10}{'IQR ms':>15}{'compile s':>10}   ratio")
-        for r in g["rows"]:
-            iqr = f"{r['q25_s'] * 1e3:.2f}-{r['q75_s'] * 1e3:.2f}"
-            ratio = f"{r['ratio']:.3f} ({r['vs']} / {r['contender']})" if r["ratio"] else ""
-            print(
-                f"  {r['contender']:<22}{r['median_s'] * 1e3:>10.3f}{iqr:>15}"
-                f"{r['compile_s']:>10.2f}   {ratio}"
-            )
-        for t in g["targets"]:
-            value = bench.fmt(t["value"], ".3f", "n/a")
-            print(f"    target {t['label']:<44} {value:>9} <= {t['limit']:.3g} x   {t['verdict']}")
-    else:
-        bench.print_group(g | {"describe": f"{g['dtype']} {g['describe']}"})
+        return f"resnet18 [{g['describe']}] bf16"
+    return f"{g['workload']} [{g['dtype']} {g['describe']}] {g['layout']} {g['mode']}"
+
+
+def print_checks(g: dict) -> None:
     for c in g["checks"]:
-        print(f"    check  {c['check']:<44} max err {c['max_abs_err']:<10.3g} {_ok(c)}")
+        verdict = "ok" if c["ok"] else "FAILED"
+        print(f"    check  {c['check']:<44} max err {c['max_abs_err']:<10.3g} {verdict}")
 
 
-def _ok(c: dict) -> str:
-    return "ok" if c["ok"] else "FAILED"
-
-
-def print_summary(groups: list[dict]) -> None:
-    print("\nTargets summary")
-    counts = {"PASS": 0, "MISS": 0, "n/a": 0}
-    for g in groups:
-        for t in g["targets"]:
-            counts[t["verdict"]] += 1
-            if t["verdict"] != "PASS":
-                value = bench.fmt(t["value"], ".3f", "n/a")
-                print(
-                    f"  {t['verdict']:<5}{g['key']:<32}{t['label']:<40}{value:>9} <= {t['limit']}"
-                )
-    print(f"  {counts['PASS']} PASS, {counts['MISS']} MISS, {counts['n/a']} n/a")
+def print_checks_summary(groups: list[dict]) -> None:
     checks = [c | {"key": g["key"]} for g in groups for c in g["checks"]]
     if checks:
         failed = [c for c in checks if not c["ok"]]
@@ -715,77 +512,47 @@ def print_summary(groups: list[dict]) -> None:
         print(f"Checks: {len(checks) - len(failed)} ok, {len(failed)} failed")
 
 
-def markdown_table(groups: list[dict]) -> str:
-    """The README's table of a run."""
-    lines = [
-        "| workload | dtype | layout | mode | jaxpool ms | x floor | + indices ms | x floor "
-        "| paired ratio jaxpool / peer | compile s | targets |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for g in groups:
-        rows = {r["contender"]: r for r in g["rows"]}
-        passed = sum(t["verdict"] == "PASS" for t in g["targets"])
-        verdicts = f"{passed}/{len(g['targets'])} PASS"
-        if g["workload"] == "resnet18":
-            f, p = rows["flax pools"], rows["jaxpool pools"]
-            lines.append(
-                f"| resnet18 {g['describe']} | bf16 | NXC | train step "
-                f"| {p['median_s'] * 1e3:.3g} | | | | {f['ratio']:.2f} (vs flax pools, "
-                f"{f['median_s'] * 1e3:.3g} ms) | {p['compile_s']:.2f} | {verdicts} |"
-            )
-            continue
-        j, i = rows["jaxpool"], rows.get("jaxpool+idx")
-        ratios = "; ".join(
-            f"{r['ratio']:.2f} ({r['vs']} vs {r['contender']})"
-            for r in g["rows"]
-            if r["ratio"] is not None
-        )
-        compile_s = "/".join(
+def _ratios(g: dict) -> str:
+    if g["workload"] != "resnet18":
+        return bench.ratios_cell(g)
+    flax = next(r for r in g["rows"] if r["contender"] == "flax pools")
+    return f"{flax['ratio']:.2f} (vs flax pools, {flax['median_s'] * 1e3:.3g} ms)"
+
+
+def _verdicts(g: dict) -> str:
+    passed = sum(t["verdict"] == "PASS" for t in g["targets"])
+    return f"{passed}/{len(g['targets'])} PASS"
+
+
+# The README's table of a run; the ResNet-18 step's row is its jaxpool pools' and the ratio
+# to Flax's pools.
+TABLE = (
+    ("workload", lambda g: f"{g['workload']} {g['describe']}"),
+    ("dtype", lambda g: g["dtype"]),
+    ("layout", lambda g: g.get("layout", "NXC")),
+    ("mode", lambda g: g.get("mode", "train step")),
+    (
+        "jaxpool ms",
+        lambda g: (
+            bench.cell(g, "jaxpool", "median_s", ".3g", 1e3)
+            or bench.cell(g, "jaxpool pools", "median_s", ".3g", 1e3)
+        ),
+    ),
+    ("x floor", lambda g: bench.cell(g, "jaxpool", "x_floor", ".2f")),
+    ("+ indices ms", lambda g: bench.cell(g, "jaxpool+idx", "median_s", ".3g", 1e3)),
+    ("x floor", lambda g: bench.cell(g, "jaxpool+idx", "x_floor", ".2f")),
+    ("paired ratio jaxpool / peer", _ratios),
+    (
+        "compile s",
+        lambda g: "/".join(
             f"{r['compile_s']:.2f}" for r in g["rows"] if r["contender"].startswith("jaxpool")
-        )
-        lines.append(
-            f"| {g['workload']} {g['describe']} | {g['dtype']} | {g['layout']} | {g['mode']} "
-            f"| {j['median_s'] * 1e3:.3g} | {j['x_floor']:.2f} "
-            f"| {bench.fmt(i and i['median_s'] * 1e3, '.3g', '')} "
-            f"| {bench.fmt(i and i['x_floor'], '.2f', '')} | {ratios} | {compile_s} | {verdicts} |"
-        )
-    return "\n".join(lines)
+        ),
+    ),
+    ("targets", _verdicts),
+)
 
 
-def plot(groups: list[dict], path: str, where: str) -> None:
-    """A bar per ratio target (time over the memory floor, over PyTorch, over Flax's step):
-    green where it meets its target (the black tick), red where it misses."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed; no plot written")
-        return
-    labels, values, limits = [], [], []
-    for g in groups:
-        for t in g["targets"]:
-            if t["unit"] == "x" and t["value"] is not None:
-                labels.append(f"{g['key']}: {t['label']}")
-                values.append(t["value"])
-                limits.append(t["limit"])
-    if not values:
-        return
-    fig, ax = plt.subplots(figsize=(11, 0.2 * len(values) + 1.5))
-    colors = ["tab:green" if v <= lim else "tab:red" for v, lim in zip(values, limits)]
-    ax.barh(range(len(values)), values, color=colors)
-    ax.scatter(limits, range(len(values)), marker="|", color="black", s=60, zorder=3)
-    ax.set_yticks(range(len(values)), labels, fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("paired time ratio (median over rounds); black tick: the target")
-    ax.set_title(f"jaxpool at training scale, {where}")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+markdown_table = functools.partial(bench.markdown_table, columns=TABLE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -810,33 +577,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "'resnet18/bf16'",
     )
     parser.add_argument("--reps", type=int, default=15, help="timed rounds per group")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    bench.add_timing_options(parser)
     parser.add_argument(
         "--compiles",
         type=int,
         help="compilations per JAX contender, from cleared caches; the median is reported "
         "(default 3; tiny 1)",
-    )
-    parser.add_argument(
-        "--min-stretch-ms",
-        type=float,
-        metavar="MS",
-        help="repeat shorter calls back to back within a timed stretch (default 20 on a GPU, "
-        "else 2)",
-    )
-    parser.add_argument(
-        "--settle-ms",
-        type=float,
-        default=20.0,
-        metavar="MS",
-        help="idle time before each timed stretch, for PyTorch's threads to stop spinning",
-    )
-    parser.add_argument(
-        "--max-call-s",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help=f"a contender slower than this per call runs {bench.SLOW_ROUNDS} rounds",
     )
     parser.add_argument(
         "--json",
@@ -884,7 +630,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             name = "training_gpu"
         else:
             name = "training_partial"
-        args.json = os.path.join(RESULTS, name + ".json")
+        args.json = os.path.join(bench.RESULTS, name + ".json")
     args.gpu = gpu
     return args
 
@@ -899,24 +645,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_torch:
         import torch as _torch
 
-        torch = TorchPeer("cuda" if _torch.cuda.is_available() else "cpu")
+        torch = bench.Torch("cuda" if _torch.cuda.is_available() else "cpu")
     force = dispatch.force(args.program) if args.program != "auto" else contextlib.nullcontext()
     with force:
         groups, errors = run(args, torch)
-    print_summary(groups)
+    bench.print_summary(groups, lambda g: f"{g['key']:<32}")
+    print_checks_summary(groups)
     for e in errors:
         print(f"  ERROR {e['key']}: {e['error']}")
     failed = [c for g in groups for c in g["checks"] if not c["ok"]]
     result = {
-        "meta": {
-            "jax": jax.__version__,
-            "jaxpool": getattr(jaxpool, "__version__", None),
-            "torch": None if torch is None else torch.torch.__version__,
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "device": jax.devices()[0].device_kind,
+        "meta": bench.environment(torch)
+        | {
             "backend": jax.default_backend(),
-            "torch_device": None if torch is None else torch.device,
             "scale": args.scale,
             "dtypes": args.dtypes,
             "program": args.program,
@@ -932,25 +673,24 @@ def main(argv: list[str] | None = None) -> int:
         "groups": groups,
         "errors": errors,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.json}")
+    bench.write_json(result, args.json)
     if args.plot:
-        where = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
-        plot(groups, args.plot, f"{where}, {args.scale} scale")
+        # A bar per ratio target (time over the memory floor, over PyTorch, over Flax's step).
+        bars = [
+            (f"{g['key']}: {t['label']}", t["value"], t["limit"])
+            for g in groups
+            for t in g["targets"]
+            if t["unit"] == "x" and t["value"] is not None
+        ]
+        where = f"{jax.devices()[0].device_kind} ({jax.default_backend()}), {args.scale} scale"
+        xlabel = "paired time ratio (median over rounds); black tick: the target"
+        bench.plot(bars, args.plot, f"jaxpool at training scale, {where}", xlabel, ticks=True)
         print(f"wrote {args.plot}")
     print("\n" + markdown_table(groups))
     return 1 if failed or errors else 0
 
 
-def _cpu_scale(wl: Workload) -> Workload:
-    """``wl`` with its batch divided by :data:`CPU_BATCH_DIVISOR` (at least 1)."""
-    batch = max(1, wl.shape[0] // CPU_BATCH_DIVISOR)
-    return dataclasses.replace(wl, shape=(batch, *wl.shape[1:]))
-
-
-def run(args, torch: TorchPeer | None) -> tuple[list[dict], list[dict]]:
+def run(args, torch: bench.Torch | None) -> tuple[list[dict], list[dict]]:
     """The groups that ran, and ``{"key", "error"}`` for each group that raised (so that one
     failure, an op PyTorch lacks in a dtype or an out-of-memory, does not end a long run)."""
     floor = bench.in_place_copy(quick=args.scale == "tiny")
@@ -961,7 +701,9 @@ def run(args, torch: TorchPeer | None) -> tuple[list[dict], list[dict]]:
     )
     jobs: list[tuple[str, Callable[[], dict]]] = []
     for training_wl, tiny_wl in WORKLOADS:
-        wl = {"training": training_wl, "cpu": _cpu_scale(training_wl)}.get(args.scale, tiny_wl)
+        wl = {"training": training_wl, "cpu": training_wl.scaled(CPU_BATCH_DIVISOR)}.get(
+            args.scale, tiny_wl
+        )
         for dtype in args.dtypes:
             for layout in LAYOUTS:
                 for mode in MODES:
@@ -982,7 +724,8 @@ def run(args, torch: TorchPeer | None) -> tuple[list[dict], list[dict]]:
             print(f"\n{key}: FAILED: {type(e).__name__}: {e}")
             errors.append({"key": key, "error": f"{type(e).__name__}: {e}"})
             continue
-        print_group(g)
+        bench.print_group(g, title(g))
+        print_checks(g)
         groups.append(g)
     return groups, errors
 
