@@ -147,8 +147,8 @@ def test_rules():
 @pytest.mark.parametrize("aligned_mode", ALIGNED_MODES)
 @pytest.mark.parametrize("sampling_ratio", [0, 2, 5])
 def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
-    """psroi_align is linear in ``x``: the reference applied to ``v`` is ``J v``, and the
-    gradient (``vjp``, ``linear_transpose``) is its adjoint; ``jvp`` is ``J v``."""
+    """psroi_align is linear in ``x``: the reference applied to ``v`` is ``J v``, the gradient
+    (``vjp``) is its adjoint, and ``jvp`` is ``J v``."""
     x, rois, batch, out, scale = random_case(50 + sampling_ratio)
     kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
 
@@ -160,8 +160,6 @@ def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
     jv = reference.ps_roi_align(v.astype(np.float64), rois, batch, out, **kwargs)
     w = rng.standard_normal(jv.shape).astype(np.float32)
     (jtw,) = jax.vjp(f, jnp.asarray(x))[1](jnp.asarray(w))
-    (transposed,) = jax.linear_transpose(f, jnp.asarray(x))(jnp.asarray(w))
-    np.testing.assert_allclose(transposed, jtw, atol=1e-6)
     jv_w = jv.ravel() @ w.ravel().astype(np.float64)
     v_jtw = np.asarray(jtw, np.float64).ravel() @ v.ravel().astype(np.float64)
     assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
