@@ -107,13 +107,14 @@ def test_pictures_are_in_the_site(built_site):
     performance = (built_site / "performance.html").read_text()
     for html, names in [
         (semantics, ["rounding.png", "auto_pad.png", "adaptive.png"]),
-        (performance, ["latest.png", "gpu.png"]),
+        (performance, ["latest.png", "training_cpu.png", "gpu.png"]),
     ]:
         for name in names:
             src = re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html)
             assert src, name
     assert (built_site / "_images" / "latest.png").is_file()
     assert "Latest CPU results" in performance and "Latest GPU results" in performance
+    assert performance.index("Targets at a glance") < performance.index("Full benchmark log")
 
 
 def test_no_remote_scripts(built_site):
@@ -180,6 +181,52 @@ def test_links_are_rewritten_for_the_site():
         "[a](/index.md) [b](/performance.md#latest-cpu-results) [c](#x) [d](https://e.org) "
         "f (`jaxpool/_src/max_pool.py`) ![p](/img/gpu.png) `jaxpool/_src/max_pool.py`"
     )
+
+
+def test_performance_summary_counts_every_target():
+    """The Performance page's tables (docs/_ext/benchmark_summary.py) take every target of the
+    committed results, each in one row, and count the misses the results record."""
+    import json
+
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import benchmark_summary
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    for results in benchmark_summary.RESULTS:
+        data = json.loads((ROOT / results.path).read_text())
+        targets = [t for g in data["groups"] for t in g["targets"] if t["value"] is not None]
+        table, met, total = benchmark_summary.summary_table(results, data)
+        assert total == len(targets), results.path
+        assert met == sum(t["verdict"] == "PASS" for t in targets), results.path
+        rows = table.splitlines()[2:]
+        assert len(rows) == len({r.split(" | ")[0] for r in rows}), results.path
+        missed = [r for r in rows if "**missed**" in r]
+        assert all(r.strip("| ").split(" | ")[3] for r in missed), "a miss without a why"
+        assert (met < total) == bool(missed), results.path
+        # Every reason written down belongs to a row of its file.
+        keys = {row.key for row in results.rows}
+        assert {k for f, k in benchmark_summary.WHY if f == results.key} <= keys
+    data = {
+        "meta": {},
+        "groups": [
+            {
+                "op": "max_pool",
+                "mode": "fwd",
+                "targets": [
+                    {
+                        "label": "jaxpool / something new",
+                        "value": 1.0,
+                        "limit": 1.0,
+                        "unit": "x",
+                        "verdict": "PASS",
+                    }
+                ],
+            }
+        ],
+    }
+    with pytest.raises(ValueError, match="something new"):
+        benchmark_summary.summary_table(benchmark_summary.RESULTS[0], data)
 
 
 def test_no_link_leads_to_an_unpublished_place(built_site):

@@ -4,6 +4,8 @@
   rewritten for the site: ``notebooks/*.ipynb`` to ``docs/_notebooks/`` (executed by myst-nb),
   ``benchmarks/README.md`` and its plots to ``docs/_generated/``.  Links in ``docs/design.md``
   are rewritten as it is read (the file itself keeps its GitHub links).
+* The Performance page's summary of the benchmark targets is written from the committed
+  results (``benchmark_summary.py``) into ``docs/_generated/performance_summary.md``.
 * The pictures of the Semantics page are drawn with matplotlib from what jaxpool computes,
   into ``docs/_generated/figures/``.
 * API coverage: once the documents are read, every name in the ``__all__`` of the modules in
@@ -39,6 +41,8 @@ PAGES = {
     "CHANGELOG.md": "/changelog.md",
     "notebooks/pooling_tour.ipynb": "/_notebooks/pooling_tour.ipynb",
 }
+# The benchmark plots that the Performance page shows (benchmarks/results/).
+PLOTS = ("latest.png", "training_cpu.png", "gpu.png")
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
@@ -89,17 +93,22 @@ def _write_if_changed(path: pathlib.Path, data: bytes) -> None:
 
 
 def copy_sources(app: Sphinx, config: object) -> None:
-    """Copies the notebooks and the benchmark page and plots into the source directory."""
+    """Copies the notebooks and the benchmark page and plots into the source directory, and
+    writes the summary of the benchmark targets."""
+    import benchmark_summary
+
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         _write_if_changed(DOCS / "_notebooks" / notebook.name, notebook.read_bytes())
     generated = DOCS / "_generated"
     bench = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
     bench = rewrite_links(bench, "benchmarks/README.md", images="/_generated/images")
     _write_if_changed(generated / "benchmarks.md", bench.encode())
-    for plot in ("latest.png", "gpu.png"):
+    for plot in PLOTS:
         _write_if_changed(
             generated / "images" / plot, (ROOT / "benchmarks" / "results" / plot).read_bytes()
         )
+    summary = benchmark_summary.summary(ROOT)
+    _write_if_changed(generated / "performance_summary.md", summary.encode())
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     _write_if_changed(generated / "changelog.md", rewrite_links(changelog, "CHANGELOG.md").encode())
 

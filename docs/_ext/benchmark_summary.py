@@ -1,0 +1,235 @@
+"""The Performance page's summary: one short table of targets per committed results file.
+
+Every figure comes from the JSON that ``benchmarks/bench.py`` and ``benchmarks/training.py``
+write (each group's ``targets``: ``label``, ``value``, ``limit``, ``unit``, ``verdict``), so the
+table cannot disagree with the committed results.  Targets are gathered into a few rows per
+file (``BENCH_ROWS``, ``TRAINING_ROWS``); a target that no row takes fails the build, so that a
+new target is never left out silently.  Why a row misses is written by hand in ``WHY``, taken
+from the known misses of ``benchmarks/README.md``; a miss with no entry there reads
+"not analysed".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import re
+from collections.abc import Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A family of targets: those of ``ops`` (any op if empty) in ``mode`` (any if empty)
+    whose label matches ``label`` (a regular expression searched in it)."""
+
+    key: str
+    title: str
+    label: str
+    ops: tuple[str, ...] = ()
+    mode: str = ""
+
+    def takes(self, group: dict, label: str) -> bool:
+        return (
+            (not self.ops or group.get("op") in self.ops)
+            and (not self.mode or group.get("mode") == self.mode)
+            and re.search(self.label, label) is not None
+        )
+
+
+BENCH_ROWS = [
+    Row("max", "`max_pool`, values", r"^jaxpool / reduce_window$", ("max_pool",), "fwd"),
+    Row(
+        "max+idx",
+        "`max_pool` with indices (the lower limit: NCX without padding)",
+        r"^jaxpool\+idx / reduce_window$",
+        ("max_pool",),
+    ),
+    Row("max+idx torch", "`max_pool` with indices", r"^jaxpool\+idx / torch-", ("max_pool",)),
+    Row(
+        "max+idx floor",
+        "`max_pool` with indices (VGG, 3-D, 1-D)",
+        r"memory floor$",
+        ("max_pool",),
+    ),
+    Row("max bwd", "`max_pool` forward+backward", r"/ grad\(reduce_window\)$", ("max_pool",)),
+    Row("max bwd torch", "`max_pool` forward+backward", r"/ torch-", ("max_pool",), "fwd+bwd"),
+    Row("avg", "`avg_pool`", r"/ reduce_window$", ("avg_pool",)),
+    Row("lp", "`lp_pool`", r"/ (grad\()?reduce_window\)?$", ("lp_pool",)),
+    Row(
+        "adaptive max",
+        "`adaptive_max_pool` 50×50 → 16×16 with indices",
+        r"/ torch-",
+        ("adaptive_max_pool",),
+    ),
+    Row("adaptive avg", "`adaptive_avg_pool` 50×50 → 16×16", r"/ torch-", ("adaptive_avg_pool",)),
+    Row("compile", "compile time, every op", r" compile$"),
+    Row("temp", "XLA temp memory, every op", r"XLA temp"),
+]
+
+TRAINING_ROWS = [
+    Row("floor", "forward, values, every op", r"^jaxpool time / memory floor$", mode="fwd"),
+    Row("idx floor", "forward with indices", r"^jaxpool\+idx time / memory floor$"),
+    Row("bwd torch", "forward+backward, every op", r"/ torch-", mode="fwd+bwd"),
+    Row("bwd floor", "forward+backward, every op", r"memory floor$", mode="fwd+bwd"),
+    Row("compile", "compile time, every op", r" compile$"),
+    Row("resnet", "ResNet-18 training step, jaxpool's pools", r"pools step"),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Results:
+    """A committed results file and how the page names it."""
+
+    key: str
+    path: str
+    title: str
+    rows: Sequence[Row]
+
+
+RESULTS = [
+    Results("cpu", "benchmarks/results/latest.json", "CPU", BENCH_ROWS),
+    Results(
+        "training_cpu",
+        "benchmarks/results/training_cpu.json",
+        "CPU, training scale (`--scale cpu`)",
+        TRAINING_ROWS,
+    ),
+    Results("gpu", "benchmarks/results/gpu.json", "GPU, from an earlier revision", BENCH_ROWS),
+]
+
+# Why a family misses, from the "Known misses" and GPU sections of benchmarks/README.md.
+_CPU_TARGET_ON_GPU = "a CPU target: on this GPU every op runs at its memory or dispatch floor"
+_GPU_TARGET_ON_CPU = "a GPU target: XLA's CPU loops stay well above an in-place copy"
+WHY = {
+    ("cpu", "max+idx floor"): (
+        "the input is read twice (positions, then exact values): XLA's CPU backend makes no "
+        "loop with two outputs; the 1-D outputs fault their pages in on every call"
+    ),
+    ("cpu", "avg"): (
+        "its output faulted its pages in on every call in this run; without faults it runs "
+        "near the memory floor"
+    ),
+    ("cpu", "max bwd torch"): (
+        "XLA does not vectorise the backward's loop; on the stem, windows overlap and the "
+        "gradient faults its pages in on every call"
+    ),
+    ("training_cpu", "floor"): _GPU_TARGET_ON_CPU,
+    ("training_cpu", "idx floor"): _GPU_TARGET_ON_CPU,
+    ("training_cpu", "bwd floor"): _GPU_TARGET_ON_CPU,
+    ("gpu", "max"): "a CPU target: on this GPU `reduce_window` is the same program",
+    ("gpu", "max+idx"): (
+        "a CPU target: `reduce_window` runs at the memory floor here, and the indices add "
+        "bytes to write"
+    ),
+    ("gpu", "max+idx torch"): _CPU_TARGET_ON_GPU,
+    ("gpu", "max bwd"): "a CPU target: on this GPU it would take less than the memory floor",
+    ("gpu", "max bwd torch"): _CPU_TARGET_ON_GPU,
+    ("gpu", "avg"): "a CPU target: on this GPU `reduce_window` runs at the memory floor",
+    ("gpu", "adaptive max"): _CPU_TARGET_ON_GPU,
+    ("gpu", "adaptive avg"): _CPU_TARGET_ON_GPU,
+}
+NOT_ANALYSED = "not analysed"
+
+PEERS = {
+    "reduce_window": "`reduce_window`",
+    "grad(reduce_window)": "`jax.grad(reduce_window)`",
+    "torch-NCHW": "PyTorch NCHW",
+    "torch-CL": "PyTorch channels-last",
+    "memory floor": "the memory floor",
+    "flax pools step": "Flax's",
+}
+# Misses named one by one in the table; more are counted only, to keep the rows short.
+NAMED_MISSES = 3
+
+
+def _part(group: dict, target: dict) -> tuple[str, float]:
+    """What a target compares, with its limit (the target column of its row), and the limit
+    to order the parts of a row by (none for XLA temp, whose limit is each group's size)."""
+    label, limit = target["label"], target["limit"]
+    if target["unit"] == "s":
+        return f"≤ {limit:g} s {group['mode']}", limit
+    if "XLA temp" in label:
+        return f"≤ {label.split('<= ')[-1]} ({group['mode']})", 0.0
+    peer = label.split(" / ")[-1]
+    return f"≤ {limit:g}× {PEERS.get(peer, f'`{peer}`')}", limit
+
+
+def _measured(values: list[float], unit: str) -> str:
+    digits = ".1f" if unit == "MiB" else ".2f"
+    low, high = f"{min(values):{digits}}", f"{max(values):{digits}}"
+    text = low if low == high else f"{low}–{high}"
+    return text if unit == "x" else f"{text} {unit}"
+
+
+def _group_name(group: dict) -> str:
+    return " ".join(group[k] for k in ("workload", "layout", "dtype") if group.get(k))
+
+
+def summary_table(results: Results, data: dict) -> tuple[str, int, int]:
+    """The markdown table of one results file, and how many of its targets are met, of all."""
+    rows: dict[str, dict] = {row.key: {"parts": {}, "met": 0, "missed": []} for row in results.rows}
+    for group in data["groups"]:
+        for target in group["targets"]:
+            if target["value"] is None:  # a contender that did not run: no verdict
+                continue
+            row = next((r for r in results.rows if r.takes(group, target["label"])), None)
+            if row is None:
+                raise ValueError(
+                    f"{results.path}: no row of the Performance summary takes the target "
+                    f"{target['label']!r} of {group.get('key') or _group_name(group)}; "
+                    "add one in docs/_ext/benchmark_summary.py"
+                )
+            entry = rows[row.key]
+            text, order = _part(group, target)
+            part = entry["parts"].setdefault(text, (order, target["unit"], []))
+            part[2].append(target["value"])
+            if target["verdict"] == "PASS":
+                entry["met"] += 1
+            else:
+                entry["missed"].append(_group_name(group))
+    lines = ["| target | measured | met? | why missed |", "| --- | --- | --- | --- |"]
+    met = total = 0
+    for row in results.rows:
+        entry = rows[row.key]
+        missed = entry["missed"]
+        count = entry["met"] + len(missed)
+        if not count:
+            continue
+        met, total = met + entry["met"], total + count
+        parts = sorted(entry["parts"].items(), key=lambda item: item[1][0])
+        target = f"{row.title}: " + "; ".join(text for text, _ in parts)
+        measured = "; ".join(_measured(values, unit) for _, (_, unit, values) in parts)
+        if not missed:
+            verdict, why = f"met ({count})", ""
+        else:
+            verdict = f"**missed** {len(missed)} of {count}"
+            if len(missed) <= NAMED_MISSES:
+                verdict += ": " + ", ".join(missed)
+            why = WHY.get((results.key, row.key), NOT_ANALYSED)
+        lines.append(f"| {target} | {measured} | {verdict} | {why} |")
+    return "\n".join(lines) + "\n", met, total
+
+
+def _describe(meta: dict) -> str:
+    device = meta.get("device", "")
+    if device == "cpu":
+        device = f"{meta['threads']} threads, " if meta.get("threads") else ""
+    else:
+        device += ", "
+    dtypes = f"{' and '.join(meta['dtypes'])}, " if meta.get("dtypes") else ""
+    return f"{device}{dtypes}jax {meta['jax']}, medians of {meta['rounds']} paired rounds"
+
+
+def summary(root: pathlib.Path) -> str:
+    """The markdown of every results file's table, each under a heading of its own."""
+    out = []
+    for results in RESULTS:
+        data = json.loads((root / results.path).read_text(encoding="utf-8"))
+        table, met, total = summary_table(results, data)
+        out += [
+            f"## {results.title}: {met} of {total} targets met\n",
+            f"`{results.path}`: {_describe(data['meta'])}.\n",
+            table,
+        ]
+    return "\n".join(out)
