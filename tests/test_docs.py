@@ -20,6 +20,7 @@ DOCS = ROOT / "docs"
 PAGES_WITH_CODE = [
     "index.md",
     "getting_started.md",
+    "detection.md",
     "porting/pytorch.md",
     "porting/flax.md",
     "porting/openvino.md",
