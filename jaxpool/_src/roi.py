@@ -624,14 +624,19 @@ STATIC_BOUND = 2
 def bucket_bounds(top: int, side: int, window: bool) -> tuple[int, ...]:
     """The static sample bounds of the programs adaptive sampling chooses among, for bins that
     reach at most ``top`` samples per axis: ``STATIC_BOUND``, then the bounds whose samples
-    (their windows' elements where ``window``) fill ``1, 2, 4, ...`` tiles of ``side``."""
+    (their windows' elements where ``window``) fill ``1, 2, 4, ...`` tiles of ``side`` per
+    axis, then ``top``."""
     bounds = [STATIC_BOUND]
     tiles = 1
     while (bound := side * tiles - int(window)) < top:
         if bound > bounds[-1]:
             bounds.append(bound)
         tiles *= 2
-    return (*(b for b in bounds if b < top), top)
+    # A bound with more than half the tiles of ``top``'s is not worth a program of its own.
+    reads = lambda b: math.ceil((b + int(window)) / side) ** 2  # noqa: E731
+    if len(bounds) > 1 and 2 * reads(bounds[-1]) >= reads(top):
+        bounds.pop()
+    return (*bounds, top)
 
 
 def by_reach(
