@@ -324,6 +324,9 @@ def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode):
 
     def tile_row(pooled, top):
         def tile(pooled, left):
+            # Recomputed in the derivative, so that a tile's reads leave nothing to store per
+            # tile (a cond keeps room for the stores of every program it might run).
+            @functools.partial(jax.checkpoint, policy=jax.checkpoint_policies.nothing_saveable)
             def pool(pooled):
                 y_i, y_w, x_i, x_w = (piece(a, top, left) for a in corners)
                 value = pool_samples(xt, lead, y_i, y_w, x_i, x_w, mode)
