@@ -56,8 +56,8 @@ def levels(rois: jax.Array, attrs: Pyramid) -> tuple[jax.Array, jax.Array]:
         else:
             k = jnp.floor(attrs.canonical_level + jnp.log2(ratio + np.asarray(1e-8, boxes.dtype)))
         low = round(-math.log2(attrs.spatial_scales[0]))
-        high, keep = low + count - 1, jnp.ones(area.shape, bool)
-    # A NaN box (no level by any rule) is pooled on the first level, as a clamp of -inf is.
+        # A negative area (or a NaN box) has no level, and the libraries pool it nowhere.
+        high, keep = low + count - 1, ~jnp.isnan(k)
     k = jnp.clip(jnp.where(jnp.isnan(k), low, k), low, high)
     return (k - low).astype(np.int32), keep
 
@@ -137,7 +137,7 @@ def _check_features(features: Any, data_format: str) -> tuple[jax.Array, ...]:
     if not features:
         raise ValueError("`features` must hold at least one feature map, got an empty sequence.")
     maps = tuple(jnp.asarray(f) for f in features)
-    shapes = [roi_lib.check_features(f, data_format) for f in maps]
+    shapes = [roi_lib.check_features(f, data_format, f"features[{i}]") for i, f in enumerate(maps)]
     if len({s[:2] for s in shapes}) > 1 or len({f.dtype for f in maps}) > 1:
         described = ", ".join(f"{tuple(f.shape)} {f.dtype}" for f in maps)
         raise ValueError(
@@ -164,9 +164,10 @@ def _check_scales(spatial_scales: Any, levels_given: int) -> tuple[float, ...]:
                 f"`spatial_scales` (={spatial_scales!r}) must be powers of two such as 1/4, "
                 f"got {s!r}."
             )
-    if any(b >= a for a, b in zip(scales, scales[1:])):
+    if any(b != a / 2 for a, b in zip(scales, scales[1:])):
         raise ValueError(
-            f"`spatial_scales` (={spatial_scales!r}) must decrease: the levels go finest first."
+            f"`spatial_scales` (={spatial_scales!r}) must halve from each level to the next: "
+            "the levels of a pyramid, finest first."
         )
     return scales
 
@@ -190,9 +191,9 @@ def multilevel_roi_align(
     assigns it to.
 
     ``features`` holds ``L`` maps, finest first, and ``spatial_scales`` their factors from
-    image pixels (powers of two, e.g. ``(1/4, 1/8, 1/16, 1/32)``).  Box ``r`` is ``rois[r] =
-    (x_1, y_1, x_2, y_2)`` on image ``batch_indices[r]``, in image pixels; with ``area = (x_2 -
-    x_1) * (y_2 - y_1)``, its level by ``level_rule``:
+    image pixels (powers of two, each half the one before, e.g. ``(1/4, 1/8, 1/16, 1/32)``).
+    Box ``r`` is ``rois[r] = (x_1, y_1, x_2, y_2)`` on image ``batch_indices[r]``, in image
+    pixels; with ``area = (x_2 - x_1) * (y_2 - y_1)``, its level by ``level_rule``:
 
     * ``"torchvision"`` (``MultiScaleRoIAlign``): ``k = floor(canonical_level +
       log2(sqrt(area) / canonical_size) + 1e-6)``;
@@ -200,7 +201,8 @@ def multilevel_roi_align(
       canonical_size + 1e-8))``;
 
     each clamped to the levels given (``k_min = -log2(spatial_scales[0])`` to ``k_max =
-    -log2(spatial_scales[-1])``), the box pooled on level ``k - k_min``; or
+    -log2(spatial_scales[-1])``), the box pooled on level ``k - k_min`` (a box of negative
+    area has no level and gives zeros); or
 
     * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the runtime computes it):
       level ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever

@@ -31,17 +31,18 @@ from jax import lax
 from jaxpool._src import window as window_lib
 
 
-def check_features(x: jax.Array, data_format: str) -> tuple[int, int, int, int]:
-    """Checks a feature map of rank 4 and a floating dtype; returns its ``(N, C, H, W)``."""
+def check_features(x: jax.Array, data_format: str, name: str = "x") -> tuple[int, int, int, int]:
+    """Checks a feature map (the argument ``name``) of rank 4 and a floating dtype; returns its
+    ``(N, C, H, W)``."""
     window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
     if x.ndim != 4:
         layout = "[N, C, H, W]" if data_format == "NCX" else "[N, H, W, C]"
-        raise ValueError(f"`x` must have rank 4 ({layout}), got shape {tuple(x.shape)}.")
+        raise ValueError(f"`{name}` must have rank 4 ({layout}), got shape {tuple(x.shape)}.")
     if not jax.dtypes.issubdtype(x.dtype, np.floating):
-        raise TypeError(f"`x` must have a floating dtype, got {x.dtype}.")
+        raise TypeError(f"`{name}` must have a floating dtype, got {x.dtype}.")
     n, c, h, w = window_lib.to_ncx_shape(x.shape, data_format)
     if h < 1 or w < 1:
-        raise ValueError(f"`x` must have non-empty spatial axes, got shape {tuple(x.shape)}.")
+        raise ValueError(f"`{name}` must have non-empty spatial axes, got shape {tuple(x.shape)}.")
     return n, c, h, w
 
 
