@@ -190,3 +190,83 @@ def to_nxc(a: np.ndarray) -> np.ndarray:
 
 def to_ncx(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(a, -1, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# ExperimentalDetectronROIFeatureExtractor-6: the openvino package has no Python builder for it,
+# so its model is read from IR text.
+# --------------------------------------------------------------------------------------------
+
+
+def _dims(shape) -> str:
+    return "".join(f"<dim>{d}</dim>" for d in shape)
+
+
+def _extractor_ir(rois_shape, level_shapes, output_size, sampling_ratio, pyramid_scales, aligned):
+    shapes = [rois_shape, *level_shapes]
+    op = len(shapes)
+    out_shapes = [(rois_shape[0], level_shapes[0][1], output_size, output_size), rois_shape]
+    layers = [
+        f'<layer id="{i}" name="input{i}" type="Parameter" version="opset1">'
+        f'<data shape="{",".join(map(str, s))}" element_type="f32"/>'
+        f'<output><port id="0" precision="FP32">{_dims(s)}</port></output></layer>'
+        for i, s in enumerate(shapes)
+    ]
+    layers.append(
+        f'<layer id="{op}" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
+        f'version="opset6"><data aligned="{str(aligned).lower()}" output_size="{output_size}" '
+        f'pyramid_scales="{",".join(map(str, pyramid_scales))}" '
+        f'sampling_ratio="{sampling_ratio}"/><input>'
+        + "".join(f'<port id="{i}">{_dims(s)}</port>' for i, s in enumerate(shapes))
+        + "</input><output>"
+        + "".join(
+            f'<port id="{op + j}" precision="FP32">{_dims(s)}</port>'
+            for j, s in enumerate(out_shapes)
+        )
+        + "</output></layer>"
+    )
+    layers += [
+        f'<layer id="{op + 1 + j}" name="output{j}" type="Result" version="opset1">'
+        f'<input><port id="0">{_dims(s)}</port></input></layer>'
+        for j, s in enumerate(out_shapes)
+    ]
+    edges = [
+        f'<edge from-layer="{i}" from-port="0" to-layer="{op}" to-port="{i}"/>' for i in range(op)
+    ]
+    edges += [
+        f'<edge from-layer="{op}" from-port="{op + j}" to-layer="{op + 1 + j}" to-port="0"/>'
+        for j in range(2)
+    ]
+    return (
+        '<?xml version="1.0"?><net name="extractor" version="11"><layers>'
+        + "".join(layers)
+        + "</layers><edges>"
+        + "".join(edges)
+        + "</edges></net>"
+    )
+
+
+@functools.cache
+def _compile_extractor(*key):
+    model = _CORE.read_model(_extractor_ir(*key), ov.Tensor(np.empty(0, np.uint8)))
+    return _CORE.compile_model(model, "CPU", _CONFIG)
+
+
+def roi_feature_extractor(
+    levels, rois, output_size, *, sampling_ratio, pyramid_scales, aligned=False
+):
+    """OpenVINO ExperimentalDetectronROIFeatureExtractor-6: ``(features [R, C, output_size,
+    output_size], rois [R, 4])`` for NCX ``levels`` of one image each (the runtime refuses
+    more) and ``(x_1, y_1, x_2, y_2)`` ``rois`` in image pixels."""
+    rois = np.ascontiguousarray(rois, np.float32)
+    levels = [np.ascontiguousarray(level, np.float32) for level in levels]
+    compiled = _compile_extractor(
+        rois.shape,
+        tuple(level.shape for level in levels),
+        int(output_size),
+        int(sampling_ratio),
+        tuple(int(s) for s in pyramid_scales),
+        bool(aligned),
+    )
+    result = compiled([rois, *levels])
+    return tuple(np.asarray(result[out]) for out in compiled.outputs)
