@@ -12,6 +12,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset1 as opset1
 import openvino.opset8 as opset8
+import openvino.opset9 as opset9
 import openvino.opset14 as opset14
 
 _CORE = ov.Core()
@@ -190,6 +191,37 @@ def to_nxc(a: np.ndarray) -> np.ndarray:
 
 def to_ncx(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(a, -1, 1)
+
+
+@functools.cache
+def _compile_roi_align(x_shape, rois_shape, attrs):
+    x = opset9.parameter(list(x_shape), ov.Type.f32)
+    rois = opset9.parameter(list(rois_shape), ov.Type.f32)
+    batch = opset9.parameter([rois_shape[0]], ov.Type.i32)
+    node = opset9.roi_align(x, rois, batch, **dict(attrs))
+    return _CORE.compile_model(ov.Model(node.outputs(), [x, rois, batch]), "CPU", _CONFIG)
+
+
+def roi_align(
+    x, rois, batch_indices, output_size, *, spatial_scale, sampling_ratio, mode, aligned_mode
+):
+    """OpenVINO ROIAlign-9 on NCX ``x`` (float32), ``(x_1, y_1, x_2, y_2)`` boxes and their
+    batch indices (all in ``[0, N)``)."""
+    inputs = [
+        np.ascontiguousarray(x, np.float32),
+        np.ascontiguousarray(rois, np.float32),
+        np.asarray(batch_indices, np.int32),
+    ]
+    attrs = dict(
+        pooled_h=int(output_size[0]),
+        pooled_w=int(output_size[1]),
+        spatial_scale=float(spatial_scale),
+        sampling_ratio=int(sampling_ratio),
+        mode=mode,
+        aligned_mode=aligned_mode,
+    )
+    compiled = _compile_roi_align(inputs[0].shape, inputs[1].shape, tuple(sorted(attrs.items())))
+    return np.asarray(compiled(inputs)[compiled.outputs[0]])
 
 
 # --------------------------------------------------------------------------------------------
