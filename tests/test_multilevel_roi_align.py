@@ -113,7 +113,7 @@ def test_matches_reference(level_rule, mode, aligned_mode):
     seed = VALUE_CASES.index((level_rule, mode, aligned_mode))
     rng = np.random.default_rng(seed)
     scales = PYRAMIDS[seed % len(PYRAMIDS)]
-    sampling_ratio = (0, 2, 1, 2, 3, 0, 2, 2, 0)[seed]
+    sampling_ratio = (0, 2, 1, 2, 3, 3, 2, 2, 0)[seed]
     data_format = ("NCX", "NXC")[seed % 2]
     image = tuple(int(v) for v in rng.integers(64, 200, 2))
     features = pyramid(rng, scales, image)
@@ -134,8 +134,9 @@ def test_matches_reference(level_rule, mode, aligned_mode):
         check(got, want, data_format)
 
 
-@pytest.mark.parametrize("level_rule", ["torchvision", "detectron2"])
-@pytest.mark.parametrize("canonical_size,canonical_level", [(200, 3), (320, 5)])
+@pytest.mark.parametrize(
+    "level_rule,canonical_size,canonical_level", [("torchvision", 200, 3), ("detectron2", 320, 5)]
+)
 def test_canonical_size_and_level(level_rule, canonical_size, canonical_level):
     rng = np.random.default_rng(canonical_level)
     scales = PYRAMIDS[3]
@@ -290,7 +291,6 @@ THRESHOLD_CASES = [
     ("torchvision", PYRAMIDS[1], 224, 4),
     ("torchvision", PYRAMIDS[3], 200, 3),
     ("detectron2", FPN, 224, 4),
-    ("detectron2", PYRAMIDS[1], 224, 4),
     ("openvino", FPN, 224, 4),
     ("openvino", PYRAMIDS[1], 224, 4),
     ("openvino", PYRAMIDS[3], 224, 4),
@@ -331,8 +331,7 @@ def test_level_thresholds(level_rule, scales, canonical_size, canonical_level):
         check(got, runtime)
 
 
-@pytest.mark.parametrize("level_rule", RULES)
-def test_boxes_larger_than_the_maps(level_rule):
+def test_boxes_larger_than_the_maps():
     """Adaptive sampling takes ``ceil(bin size)`` samples however large the box: a box several
     times the image is sampled as densely as the runtime samples it."""
     rng = np.random.default_rng(7)
@@ -343,15 +342,13 @@ def test_boxes_larger_than_the_maps(level_rule):
         np.float32,
     )
     batch = np.zeros(4, np.int32)
-    aligned_mode = "asymmetric" if level_rule == "detectron2" else "half_pixel_for_nn"
-    kwargs = dict(spatial_scales=FPN, aligned_mode=aligned_mode, level_rule=level_rule)
+    kwargs = dict(spatial_scales=FPN, level_rule="openvino")
     got = call(features, rois, batch, 2, **kwargs)
     check(got, reference.multilevel_roi_align(features, rois, batch, 2, **kwargs))
-    if level_rule == "openvino":
-        runtime, _ = oracle.roi_feature_extractor(
-            features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32), aligned=True
-        )
-        check(got, runtime)
+    runtime, _ = oracle.roi_feature_extractor(
+        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32), aligned=True
+    )
+    check(got, runtime)
 
 
 @pytest.mark.parametrize("level_rule", RULES)
@@ -386,7 +383,7 @@ def test_boxes_of_area_zero(level_rule):
             assert not np.any(np.asarray(got))
 
 
-@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 0), ("openvino", 2)])
+@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 2), ("openvino", 3)])
 def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     """Each box is pooled exactly as ``roi_align`` pools it on its level alone, with that
     level's scale (the runtime's extractor clamps box sizes to 1 also when aligned, which
@@ -403,7 +400,7 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     ).astype(np.float32)
     batch = rng.integers(0, 2, 16)
     aligned_mode = "asymmetric" if level_rule == "openvino" else "half_pixel_for_nn"
-    mode = MODES[sampling_ratio // 2]
+    mode = MODES[sampling_ratio % 2]
     kwargs = dict(sampling_ratio=sampling_ratio, mode=mode, aligned_mode=aligned_mode)
     got = np.asarray(
         jaxpool.multilevel_roi_align(
@@ -428,7 +425,7 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
 
 
 @pytest.mark.parametrize(
-    "dtype,data_format,sampling_ratio", [(jnp.bfloat16, "NCX", 0), (jnp.float16, "NXC", 2)]
+    "dtype,data_format,sampling_ratio", [(jnp.bfloat16, "NCX", 2), (jnp.float16, "NXC", 1)]
 )
 def test_half_precision(dtype, data_format, sampling_ratio):
     rng = np.random.default_rng(40)
@@ -467,7 +464,9 @@ def test_zeros_for_batch_indices_outside():
 )
 def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
     """The average is linear in the features: the reference applied to ``v`` is ``J v``, the
-    gradient (``vjp``) is its adjoint, and ``jvp`` is ``J v``."""
+    gradient (``vjp``) is its adjoint, and ``jvp`` is ``J v`` (with a fixed ratio: adaptive
+    sampling's forward mode is its forward program, which the value tests check, and takes
+    long to compile)."""
     rng = np.random.default_rng(50 + sampling_ratio)
     image = (96, 112)
     features = pyramid(rng, FPN, image)
@@ -487,8 +486,9 @@ def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
     jv_w = jv.ravel() @ w.ravel().astype(np.float64)
     v_jtw = sum(np.asarray(g, np.float64).ravel() @ a.ravel() for g, a in zip(jtw, v))
     assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
-    _, tangent = jax.jvp(f, ([jnp.asarray(a) for a in features],), ([jnp.asarray(a) for a in v],))
-    check(tangent, jv)
+    if sampling_ratio:
+        primals, tangents = [jnp.asarray(a) for a in features], [jnp.asarray(a) for a in v]
+        check(jax.jvp(f, (primals,), (tangents,))[1], jv)
 
 
 def test_max_gradient_is_adjoint_of_jvp():
@@ -517,10 +517,10 @@ def test_max_gradient_is_adjoint_of_jvp():
     assert np.abs(np.asarray(jv)).max() > 0
 
 
-@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 0), ("openvino", 2)])
+@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 1), ("openvino", 2)])
 def test_box_derivatives(level_rule, sampling_ratio, x64):
-    """Forward derivatives in the boxes against central differences (float64), for boxes well
-    inside the size range of their level, and the reverse ones against the forward ones."""
+    """Forward and reverse derivatives in the boxes against central differences (float64),
+    for boxes well inside the size range of their level."""
     rng = np.random.default_rng(5)
     features = [jnp.asarray(a) for a in pyramid(rng, FPN, (128, 128), dtype=np.float64)]
     # sqrt(area) about 60, 150, 300 and 600 pixels: a level each, far from its edges, and
@@ -548,10 +548,9 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
     diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
     np.testing.assert_allclose(jvp, diff, atol=1e-6)
     assert np.abs(np.asarray(jvp)).max() > 0
-    if sampling_ratio:  # the adaptive program's reverse mode compiles for long: one is enough
-        w = jnp.asarray(rng.standard_normal(y.shape))
-        (vjp,) = jax.vjp(f, rois)[1](w)
-        np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+    w = jnp.asarray(rng.standard_normal(y.shape))
+    (vjp,) = jax.vjp(f, rois)[1](w)
+    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
 
 
 # --------------------------------------------------------------------------------------------
