@@ -619,18 +619,27 @@ def _batch_max_vmap(axis_size, in_batched, value):
 # (:func:`tile_side`), up to every sample a bin of any box can reach.  A loop that skipped
 # unneeded tiles at run time would copy its carry on every skipped step.
 STATIC_BOUND = 2
+SMALL_MAP_TILES = 64
 
 
 def bucket_bounds(top: int, side: int, window: bool) -> tuple[int, ...]:
     """The static sample bounds of the programs adaptive sampling chooses among, for bins that
     reach at most ``top`` samples per axis: ``STATIC_BOUND``, then the bounds whose samples
-    (their windows' elements where ``window``) fill ``1, 2, 4, ...`` tiles of ``side``."""
+    (their windows' elements where ``window``) fill ``1, 2, 4, ...`` tiles of ``side`` per
+    axis, then ``top``."""
+    tiles = lambda b: math.ceil((b + int(window)) / side) ** 2  # noqa: E731
     bounds = [STATIC_BOUND]
-    tiles = 1
-    while (bound := side * tiles - int(window)) < top:
-        if bound > bounds[-1]:
-            bounds.append(bound)
-        tiles *= 2
+    # Each program costs its compile time: on maps where every bin's tiles are few, one
+    # program for every count beyond the fused one.
+    if tiles(top) >= SMALL_MAP_TILES:
+        count = 1
+        while (bound := side * count - int(window)) < top:
+            if bound > bounds[-1]:
+                bounds.append(bound)
+            count *= 2
+        # A bound with more than half the tiles of ``top``'s is not worth a program of its own.
+        if len(bounds) > 1 and 2 * tiles(bounds[-1]) >= tiles(top):
+            bounds.pop()
     return (*(b for b in bounds if b < top), top)
 
 
