@@ -12,6 +12,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset1 as opset1
 import openvino.opset8 as opset8
+import openvino.opset9 as opset9
 import openvino.opset14 as opset14
 
 _CORE = ov.Core()
@@ -190,3 +191,114 @@ def to_nxc(a: np.ndarray) -> np.ndarray:
 
 def to_ncx(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(a, -1, 1)
+
+
+@functools.cache
+def _compile_roi_align(x_shape, rois_shape, attrs):
+    x = opset9.parameter(list(x_shape), ov.Type.f32)
+    rois = opset9.parameter(list(rois_shape), ov.Type.f32)
+    batch = opset9.parameter([rois_shape[0]], ov.Type.i32)
+    node = opset9.roi_align(x, rois, batch, **dict(attrs))
+    return _CORE.compile_model(ov.Model(node.outputs(), [x, rois, batch]), "CPU", _CONFIG)
+
+
+def roi_align(
+    x, rois, batch_indices, output_size, *, spatial_scale, sampling_ratio, mode, aligned_mode
+):
+    """OpenVINO ROIAlign-9 on NCX ``x`` (float32), ``(x_1, y_1, x_2, y_2)`` boxes and their
+    batch indices (all in ``[0, N)``)."""
+    inputs = [
+        np.ascontiguousarray(x, np.float32),
+        np.ascontiguousarray(rois, np.float32),
+        np.asarray(batch_indices, np.int32),
+    ]
+    attrs = dict(
+        pooled_h=int(output_size[0]),
+        pooled_w=int(output_size[1]),
+        spatial_scale=float(spatial_scale),
+        sampling_ratio=int(sampling_ratio),
+        mode=mode,
+        aligned_mode=aligned_mode,
+    )
+    compiled = _compile_roi_align(inputs[0].shape, inputs[1].shape, tuple(sorted(attrs.items())))
+    return np.asarray(compiled(inputs)[compiled.outputs[0]])
+
+
+# --------------------------------------------------------------------------------------------
+# ExperimentalDetectronROIFeatureExtractor-6: the openvino package has no Python builder for it,
+# so its model is read from IR text.
+# --------------------------------------------------------------------------------------------
+
+
+def _dims(shape) -> str:
+    return "".join(f"<dim>{d}</dim>" for d in shape)
+
+
+def _extractor_ir(rois_shape, level_shapes, output_size, sampling_ratio, pyramid_scales, aligned):
+    shapes = [rois_shape, *level_shapes]
+    op = len(shapes)
+    out_shapes = [(rois_shape[0], level_shapes[0][1], output_size, output_size), rois_shape]
+    layers = [
+        f'<layer id="{i}" name="input{i}" type="Parameter" version="opset1">'
+        f'<data shape="{",".join(map(str, s))}" element_type="f32"/>'
+        f'<output><port id="0" precision="FP32">{_dims(s)}</port></output></layer>'
+        for i, s in enumerate(shapes)
+    ]
+    layers.append(
+        f'<layer id="{op}" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
+        f'version="opset6"><data aligned="{str(aligned).lower()}" output_size="{output_size}" '
+        f'pyramid_scales="{",".join(map(str, pyramid_scales))}" '
+        f'sampling_ratio="{sampling_ratio}"/><input>'
+        + "".join(f'<port id="{i}">{_dims(s)}</port>' for i, s in enumerate(shapes))
+        + "</input><output>"
+        + "".join(
+            f'<port id="{op + j}" precision="FP32">{_dims(s)}</port>'
+            for j, s in enumerate(out_shapes)
+        )
+        + "</output></layer>"
+    )
+    layers += [
+        f'<layer id="{op + 1 + j}" name="output{j}" type="Result" version="opset1">'
+        f'<input><port id="0">{_dims(s)}</port></input></layer>'
+        for j, s in enumerate(out_shapes)
+    ]
+    edges = [
+        f'<edge from-layer="{i}" from-port="0" to-layer="{op}" to-port="{i}"/>' for i in range(op)
+    ]
+    edges += [
+        f'<edge from-layer="{op}" from-port="{op + j}" to-layer="{op + 1 + j}" to-port="0"/>'
+        for j in range(2)
+    ]
+    return (
+        '<?xml version="1.0"?><net name="extractor" version="11"><layers>'
+        + "".join(layers)
+        + "</layers><edges>"
+        + "".join(edges)
+        + "</edges></net>"
+    )
+
+
+@functools.cache
+def _compile_extractor(*key):
+    model = _CORE.read_model(_extractor_ir(*key), ov.Tensor(np.empty(0, np.uint8)))
+    return _CORE.compile_model(model, "CPU", _CONFIG)
+
+
+def roi_feature_extractor(
+    levels, rois, output_size, *, sampling_ratio, pyramid_scales, aligned=False
+):
+    """OpenVINO ExperimentalDetectronROIFeatureExtractor-6: ``(features [R, C, output_size,
+    output_size], rois [R, 4])`` for NCX ``levels`` of one image each (the runtime refuses
+    more) and ``(x_1, y_1, x_2, y_2)`` ``rois`` in image pixels."""
+    rois = np.ascontiguousarray(rois, np.float32)
+    levels = [np.ascontiguousarray(level, np.float32) for level in levels]
+    compiled = _compile_extractor(
+        rois.shape,
+        tuple(level.shape for level in levels),
+        int(output_size),
+        int(sampling_ratio),
+        tuple(int(s) for s in pyramid_scales),
+        bool(aligned),
+    )
+    result = compiled([rois, *levels])
+    return tuple(np.asarray(result[out]) for out in compiled.outputs)

@@ -293,31 +293,72 @@ def max_unpool(y, indices, output_shape, *, axis=0):
     return out.reshape(output_shape).astype(y.dtype)
 
 
-def _ps_roi_bilinear(plane, y, x):
-    """torchvision's ``bilinear_interpolate`` on one ``[H, W]`` plane (float64)."""
-    height, width = plane.shape
-    if y < -1.0 or y > height or x < -1.0 or x > width:
-        return 0.0
-    y, x = max(y, 0.0), max(x, 0.0)
-    y_low, x_low = int(y), int(x)
-    if y_low >= height - 1:
-        y_high = y_low = height - 1
-        y = float(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= width - 1:
-        x_high = x_low = width - 1
-        x = float(x_low)
-    else:
-        x_high = x_low + 1
-    ly, lx = y - y_low, x - x_low
+def _bilinear(planes, y, x):
+    """Bilinear samples of ``planes`` ``[..., H, W]`` (float64) at the points ``(y, x)``
+    (arrays of one shape ``S``): ``[..., *S]``.
+
+    torchvision's ``bilinear_interpolate``, which OpenVINO's ROIAlign and its feature-pyramid
+    extractor share: a point below -1 or past ``H`` (``W``) reads 0, one in ``[-1, 0]`` is
+    moved to 0, one at or past the last element reads that element.
+    """
+    height, width = planes.shape[-2:]
+    y, x = np.asarray(y, np.float64), np.asarray(x, np.float64)
+    outside = (y < -1.0) | (y > height) | (x < -1.0) | (x > width)
+    y = np.clip(y, 0.0, height)
+    x = np.clip(x, 0.0, width)
+    y_low = np.minimum(np.floor(y).astype(np.int64), height - 1)
+    x_low = np.minimum(np.floor(x).astype(np.int64), width - 1)
+    y_high = np.minimum(y_low + 1, height - 1)
+    x_high = np.minimum(x_low + 1, width - 1)
+    ly = np.where(y_low == height - 1, 0.0, y - y_low)
+    lx = np.where(x_low == width - 1, 0.0, x - x_low)
     hy, hx = 1.0 - ly, 1.0 - lx
-    return (
-        hy * hx * plane[y_low, x_low]
-        + hy * lx * plane[y_low, x_high]
-        + ly * hx * plane[y_high, x_low]
-        + ly * lx * plane[y_high, x_high]
+    values = (
+        hy * hx * planes[..., y_low, x_low]
+        + hy * lx * planes[..., y_low, x_high]
+        + ly * hx * planes[..., y_high, x_low]
+        + ly * lx * planes[..., y_high, x_high]
     )
+    return np.where(outside, 0.0, values)
+
+
+def _align_grid(box, spatial_scale, output_size, sampling_ratio, aligned_mode, at_least_one):
+    """ROIAlign's sample points of one ``(x_1, y_1, x_2, y_2)`` box: ``(ys, xs)``, of shapes
+    ``[out_h, s_y]`` and ``[out_w, s_x]`` (bin ``(i, j)`` samples the points ``(ys[i, k],
+    xs[j, l])``), or ``None`` where a bin has no samples (``s_y`` or ``s_x`` is not positive).
+
+    Corners: ``x * spatial_scale`` (``"asymmetric"``), ``x * spatial_scale - 0.5``
+    (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); with
+    ``at_least_one`` the box's width and height are at least 1.  ``sampling_ratio=0``: ``s =
+    ceil(bin size)`` per axis, whatever the box's size.
+    """
+    out_h, out_w = output_size
+    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
+    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
+    start_w, start_h, end_w, end_h = (
+        (float(v) + offset_src) * spatial_scale + offset_dst for v in box
+    )
+    roi_width, roi_height = end_w - start_w, end_h - start_h
+    if at_least_one:
+        roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
+    bin_h, bin_w = roi_height / out_h, roi_width / out_w
+    grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_h)
+    grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_w)
+    if grid_h <= 0 or grid_w <= 0:
+        return None
+    ys = start_h + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
+    xs = start_w + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
+    return ys, xs
+
+
+def _bin_samples(planes, ys, xs):
+    """The samples of every bin: ``[..., out_h, out_w, s_y * s_x]``."""
+    out_h, grid_h = ys.shape
+    out_w, grid_w = xs.shape
+    y = np.broadcast_to(ys[:, None, :, None], (out_h, out_w, grid_h, grid_w))
+    x = np.broadcast_to(xs[None, :, None, :], (out_h, out_w, grid_h, grid_w))
+    samples = _bilinear(planes, y, x)
+    return samples.reshape(*samples.shape[:-2], grid_h * grid_w)
 
 
 def ps_roi_align(
@@ -345,32 +386,166 @@ def ps_roi_align(
     dim = channels // (out_h * out_w)
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
-    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
-    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
     for r, box in enumerate(np.asarray(rois, np.float64)):
         b = int(batch_indices[r])
-        if not 0 <= b < n:
-            continue
-        start_w, start_h, end_w, end_h = (
-            (v + offset_src) * spatial_scale + offset_dst for v in box
+        grid = _align_grid(
+            box,
+            spatial_scale,
+            (out_h, out_w),
+            sampling_ratio,
+            aligned_mode,
+            at_least_one=aligned_mode == "asymmetric",
         )
-        roi_width, roi_height = end_w - start_w, end_h - start_h
-        if aligned_mode == "asymmetric":
-            roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
-        bin_h, bin_w = roi_height / out_h, roi_width / out_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_height / out_h)
-        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_width / out_w)
-        if grid_h <= 0 or grid_w <= 0:
+        if not 0 <= b < n or grid is None:
             continue
-        c_in = 0
-        for c, i, j in itertools.product(range(dim), range(out_h), range(out_w)):
-            h_start = i * bin_h + start_h
-            w_start = j * bin_w + start_w
-            total = 0.0
-            for iy, ix in itertools.product(range(grid_h), range(grid_w)):
-                y = h_start + (iy + 0.5) * bin_h / grid_h
-                x_ = w_start + (ix + 0.5) * bin_w / grid_w
-                total += _ps_roi_bilinear(wide[b, c_in], y, x_)
-            out[r, c, i, j] = total / (grid_h * grid_w)
-            c_in += 1
+        # Every channel's bins, then bin (i, j) of output channel c from input channel
+        # (c * out_h + i) * out_w + j.
+        every = _bin_samples(wide[b], *grid).mean(-1).reshape(dim, out_h, out_w, out_h, out_w)
+        i, j = np.arange(out_h)[:, None], np.arange(out_w)[None, :]
+        out[r] = every[:, i, j, i, j]
     return out.astype(x.dtype)
+
+
+def _pair(output_size):
+    return (int(output_size),) * 2 if np.ndim(output_size) == 0 else tuple(map(int, output_size))
+
+
+def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, **grid_attrs):
+    """ROIAlign of each box on the float64 NCX map and with the spatial scale that
+    ``map_of(r)`` gives for box ``r`` (``None``: the box gives zeros)."""
+    out = np.zeros((len(rois), channels, *output_size), np.float64)
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        chosen = map_of(r)
+        if chosen is None:
+            continue
+        features, spatial_scale = chosen
+        b = int(batch_indices[r])
+        grid = _align_grid(box, spatial_scale, output_size, **grid_attrs)
+        if not 0 <= b < features.shape[0] or grid is None:
+            continue
+        samples = _bin_samples(features[b], *grid)
+        # The runtime's max starts from 0: a bin of negative samples gives 0.
+        out[r] = samples.mean(-1) if mode == "avg" else np.maximum(samples.max(-1), 0.0)
+    return out
+
+
+def roi_align(
+    x,
+    rois,
+    batch_indices,
+    output_size,
+    *,
+    spatial_scale=1.0,
+    sampling_ratio=0,
+    mode="avg",
+    aligned_mode="asymmetric",
+):
+    """OpenVINO ROIAlign-9 for NCX ``x``, ``(x_1, y_1, x_2, y_2)`` boxes and their batch indices.
+
+    Corners as :func:`_align_grid` gives them, width and height at least 1 in ``"asymmetric"``
+    only; ``sampling_ratio=0`` samples ``ceil(bin size)`` points per axis, with no cap for
+    boxes larger than the map.  ``mode="avg"`` averages a bin's samples, ``"max"`` takes their
+    maximum starting from 0.  The library's rules where the runtime gives NaN or reads out of
+    bounds: a bin with no samples gives 0, a batch index outside ``[0, N)`` gives zeros.
+    """
+    wide = np.asarray(x, np.float64)
+    out = _roi_align_boxes(
+        rois,
+        batch_indices,
+        _pair(output_size),
+        x.shape[1],
+        lambda r: (wide, spatial_scale),
+        mode,
+        sampling_ratio=sampling_ratio,
+        aligned_mode=aligned_mode,
+        at_least_one=aligned_mode == "asymmetric",
+    )
+    return out.astype(x.dtype)
+
+
+LEVEL_RULES = ("torchvision", "detectron2", "openvino")
+
+
+def pyramid_levels(
+    rois,
+    spatial_scales,
+    level_rule="torchvision",
+    canonical_size=224,
+    canonical_level=4,
+    dtype=np.float64,
+):
+    """The pyramid level of each ``(x_1, y_1, x_2, y_2)`` box: an index into ``spatial_scales``
+    (finest first), or -1 where the box gives zeros.
+
+    ``area = (x_2 - x_1) * (y_2 - y_1)`` in image pixels (no +1), computed in ``dtype`` (float64;
+    float32 evaluates the formula as the libraries and the runtime do on float32 boxes, in
+    their order of operations), and:
+
+    * ``"torchvision"`` (``LevelMapper``): ``k = floor(canonical_level + log2(sqrt(area) /
+      canonical_size) + 1e-6)``;
+    * ``"detectron2"`` (``assign_boxes_to_levels``): ``k = floor(canonical_level +
+      log2(sqrt(area) / canonical_size + 1e-8))``;
+
+    both clamped to ``[k_min, k_max] = [-log2(spatial_scales[0]), -log2(spatial_scales[-1])]``,
+    level ``k - k_min``.  A box of area 0 goes to the finest level (``log2(0) = -inf``); one of
+    negative area has a NaN level in both libraries, which matches no level: zeros.
+
+    * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the CPU runtime computes
+      it): ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever its
+      scale, clamped to ``[0, L - 1]``; a box of area ``<= 0`` gives zeros.
+    """
+    rois = np.asarray(rois, dtype).reshape(-1, 4)
+    area = (rois[:, 2] - rois[:, 0]) * (rois[:, 3] - rois[:, 1])
+    k0, s0 = dtype(canonical_level), dtype(canonical_size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        size = np.sqrt(area)
+        if level_rule == "openvino":
+            k = np.floor(np.log2(size / dtype(224) + dtype(1e-6)) + dtype(2))
+            low, high = 0, len(spatial_scales) - 1
+        else:
+            if level_rule == "torchvision":
+                k = np.floor(k0 + np.log2(size / s0) + dtype(1e-6))
+            else:
+                k = np.floor(k0 + np.log2(size / s0 + dtype(1e-8)))
+            low = -round(math.log2(spatial_scales[0]))
+            high = -round(math.log2(spatial_scales[-1]))
+        gives_zeros = ~(area > 0) if level_rule == "openvino" else ~(area >= 0)
+        level = np.clip(np.where(gives_zeros, low, k), low, high).astype(np.int64) - low
+    return np.where(gives_zeros, -1, level)
+
+
+def multilevel_roi_align(
+    features,
+    rois,
+    batch_indices,
+    output_size,
+    *,
+    spatial_scales,
+    sampling_ratio=0,
+    mode="avg",
+    aligned_mode="half_pixel_for_nn",
+    level_rule="torchvision",
+    canonical_size=224,
+    canonical_level=4,
+):
+    """ROIAlign over a feature pyramid: each box pooled as :func:`roi_align` pools it on the
+    level that :func:`pyramid_levels` assigns, with that level's spatial scale.
+
+    ``features`` is a sequence of NCX maps, finest first.  With ``level_rule="openvino"`` the
+    box's width and height are at least 1 on its level in every ``aligned_mode`` (the runtime's
+    extractor clamps also when aligned); elsewhere only in ``"asymmetric"``, as ROIAlign does.
+    """
+    levels = pyramid_levels(rois, spatial_scales, level_rule, canonical_size, canonical_level)
+    wide = [np.asarray(f, np.float64) for f in features]
+    out = _roi_align_boxes(
+        rois,
+        batch_indices,
+        _pair(output_size),
+        features[0].shape[1],
+        lambda r: None if levels[r] < 0 else (wide[levels[r]], spatial_scales[levels[r]]),
+        mode,
+        sampling_ratio=sampling_ratio,
+        aligned_mode=aligned_mode,
+        at_least_one=aligned_mode == "asymmetric" or level_rule == "openvino",
+    )
+    return out.astype(features[0].dtype)

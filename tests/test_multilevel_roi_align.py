@@ -1,0 +1,701 @@
+"""multilevel_roi_align against ``reference.multilevel_roi_align`` and the OpenVINO runtime.
+
+Values on random pyramids with fixed seeds: one to five levels, finest scale 1/4 or 1/8, boxes
+from a pixel to four times the image, partly outside it, inverted in both axes or of area 0,
+batch indices outside ``[0, N)``; every level rule, mode and aligned mode, sampling ratios 0
+to 3, both layouts and three dtypes.  The ``"openvino"`` rule also against the runtime's
+ExperimentalDetectronROIFeatureExtractor-6 (its ``aligned`` false and true are the aligned
+modes ``"asymmetric"`` and ``"half_pixel_for_nn"``), and every rule on boxes at and around
+the sizes where it moves a box up a level.  Each box equals ``roi_align`` on its level alone.
+Derivatives: the gradient in the features is the adjoint of the reference's linear map, and
+the derivatives in the boxes agree with central differences in float64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+
+import cases
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import oracle
+import pytest
+import reference
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxpool
+
+RULES = reference.LEVEL_RULES
+MODES = ("avg", "max")
+ALIGNED_MODES = ("half_pixel_for_nn", "asymmetric", "half_pixel")
+# Spatial scales of the maps, finest first.
+PYRAMIDS = (
+    (1 / 4, 1 / 8, 1 / 16, 1 / 32),
+    (1 / 8, 1 / 16, 1 / 32, 1 / 64),
+    (1 / 4, 1 / 8, 1 / 16),
+    (1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64),
+    (1 / 16,),
+)
+FPN = PYRAMIDS[0]
+ATOL = 2e-5
+
+
+def call(features, rois, batch, out, data_format="NCX", **kwargs):
+    """multilevel_roi_align of NCX ``features`` laid out in ``data_format``."""
+    maps = [cases.to_layout(f, data_format) for f in features]
+    return jaxpool.multilevel_roi_align(maps, rois, batch, out, data_format=data_format, **kwargs)
+
+
+def check(got, want, data_format="NCX", atol=ATOL):
+    got = cases.from_layout(got, data_format).astype(np.float32)
+    want = np.asarray(want, np.float32)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+
+
+def pyramid(rng, scales, image, n=2, channels=3, dtype=np.float32):
+    """Random NCX maps of ``ceil(image * scale)`` pixels, finest first."""
+    return [
+        rng.standard_normal((n, channels, math.ceil(image[0] * s), math.ceil(image[1] * s))).astype(
+            dtype
+        )
+        for s in scales
+    ]
+
+
+def pyramid_boxes(rng, count, image):
+    """``(x_1, y_1, x_2, y_2)`` in image pixels: a quarter from 1 to 16 pixels, the others
+    log-uniform from 16 pixels to four times the image (so every level of a pyramid gets
+    boxes, and the largest are larger than its maps), partly outside the image; an eighth
+    inverted in both axes (a positive area), a sixteenth of area 0."""
+    small = rng.uniform(size=count) < 0.25
+    size = np.exp(
+        np.where(
+            small,
+            rng.uniform(0, np.log(16), count),
+            rng.uniform(np.log(16), np.log(4 * max(image)), count),
+        )
+    )
+    aspect = np.exp(rng.uniform(-1, 1, count))
+    w, h = size * np.sqrt(aspect), size / np.sqrt(aspect)
+    cx = rng.uniform(-0.2, 1.2, count) * image[1]
+    cy = rng.uniform(-0.2, 1.2, count) * image[0]
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
+    kind = rng.integers(0, 16, count)
+    boxes[kind < 2] = boxes[kind < 2][:, [2, 3, 0, 1]]
+    boxes[kind == 2, 2] = boxes[kind == 2, 0]
+    return boxes.astype(np.float32)
+
+
+def random_batch(rng, count, n=2):
+    """Batch indices, a few outside ``[0, n)``."""
+    return rng.choice([-1, *range(n), n], count, p=[0.05] + [0.9 / n] * n + [0.05])
+
+
+# --------------------------------------------------------------------------------------------
+# Values.
+# --------------------------------------------------------------------------------------------
+
+# Every rule with every aligned mode, both modes with each aligned mode and rule.
+VALUE_CASES = [
+    (rule, MODES[(i + j) % 2], aligned_mode)
+    for i, rule in enumerate(RULES)
+    for j, aligned_mode in enumerate(ALIGNED_MODES)
+]
+
+
+@pytest.mark.parametrize("level_rule,mode,aligned_mode", VALUE_CASES)
+def test_matches_reference(level_rule, mode, aligned_mode):
+    seed = VALUE_CASES.index((level_rule, mode, aligned_mode))
+    rng = np.random.default_rng(seed)
+    scales = PYRAMIDS[seed % len(PYRAMIDS)]
+    sampling_ratio = (0, 2, 1, 2, 3, 3, 2, 2, 0)[seed]
+    data_format = ("NCX", "NXC")[seed % 2]
+    image = tuple(int(v) for v in rng.integers(64, 200, 2))
+    features = pyramid(rng, scales, image)
+    out = tuple(int(v) for v in rng.integers(1, 4, 2))
+    kwargs = dict(
+        spatial_scales=scales,
+        sampling_ratio=sampling_ratio,
+        mode=mode,
+        aligned_mode=aligned_mode,
+        level_rule=level_rule,
+    )
+    for _ in range(4):  # equal shapes: one compilation
+        rois = pyramid_boxes(rng, 16, image)
+        batch = random_batch(rng, 16)
+        want = reference.multilevel_roi_align(features, rois, batch, out, **kwargs)
+        got = call(features, rois, batch, out, data_format, **kwargs)
+        assert got.dtype == np.float32
+        check(got, want, data_format)
+
+
+@pytest.mark.parametrize(
+    "level_rule,canonical_size,canonical_level", [("torchvision", 200, 3), ("detectron2", 320, 5)]
+)
+def test_canonical_size_and_level(level_rule, canonical_size, canonical_level):
+    rng = np.random.default_rng(canonical_level)
+    scales = PYRAMIDS[3]
+    image = (150, 170)
+    features = pyramid(rng, scales, image)
+    rois = pyramid_boxes(rng, 24, image)
+    batch = random_batch(rng, 24)
+    kwargs = dict(
+        spatial_scales=scales,
+        sampling_ratio=2,
+        level_rule=level_rule,
+        canonical_size=canonical_size,
+        canonical_level=canonical_level,
+    )
+    want = reference.multilevel_roi_align(features, rois, batch, 2, **kwargs)
+    check(call(features, rois, batch, 2, **kwargs), want)
+
+
+def _runtime_boxes(rng, image):
+    """Random boxes, and boxes the runtime treats apart: narrower than a pixel on their level
+    (clamped to 1 in both aligned modes), of area 0 and of negative area (zeros), inverted in
+    both axes (a positive area), larger than the image (sampled without a cap)."""
+    special = np.array(
+        [
+            [30.0, 40.0, 30.6, 40.2],
+            [20.0, 20.0, 20.0, 60.0],
+            [20.0, 20.0, 60.0, 20.0],
+            [50.0, 50.0, 50.0, 50.0],
+            [60.0, 20.0, 20.0, 60.0],
+            [60.0, 60.0, 20.0, 20.0],
+            [-300.0, -250.0, 700.0, 600.0],
+            [-900.0, -900.0, 1200.0, 1100.0],
+        ],
+        np.float32,
+    )
+    return np.concatenate([pyramid_boxes(rng, 40, image), special])
+
+
+RUNTIME_CASES = [
+    (False, 0, (4, 8, 16, 32)),
+    (False, 2, (8, 16, 32, 64)),
+    (True, 0, (8, 16, 32, 64)),
+    (True, 2, (4, 8, 16, 32)),
+]
+
+
+@pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)
+def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
+    """The ``"openvino"`` rule is the runtime's extractor, whole: its level index counts from
+    the first map whatever that map's scale, and the reference agrees with it too."""
+    seed = RUNTIME_CASES.index((aligned, sampling_ratio, pyramid_scales))
+    rng = np.random.default_rng(100 + seed)
+    image = (200, 248)
+    scales = tuple(1 / s for s in pyramid_scales)
+    features = pyramid(rng, scales, image, n=1)
+    rois = _runtime_boxes(rng, image)
+    batch = np.zeros(len(rois), np.int32)
+    want, _ = oracle.roi_feature_extractor(
+        features,
+        rois,
+        3,
+        sampling_ratio=sampling_ratio,
+        pyramid_scales=pyramid_scales,
+        aligned=aligned,
+    )
+    kwargs = dict(
+        spatial_scales=scales,
+        sampling_ratio=sampling_ratio,
+        aligned_mode="half_pixel_for_nn" if aligned else "asymmetric",
+        level_rule="openvino",
+    )
+    check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want)
+    data_format = ("NCX", "NXC")[seed % 2]
+    check(call(features, rois, batch, 3, data_format, **kwargs), want, data_format)
+
+
+def test_reference_roi_align_matches_runtime():
+    """The reference pools a box on its level as ROIAlign-9 does: every mode and aligned mode,
+    boxes larger than the map sampled without a cap."""
+    rng = np.random.default_rng(30)
+    for k, (mode, aligned_mode) in enumerate(itertools.product(MODES, ALIGNED_MODES)):
+        image = tuple(int(v) for v in rng.integers(40, 120, 2))
+        (x,) = pyramid(rng, (1 / 4,), image)
+        rois = pyramid_boxes(rng, 24, image)
+        batch = rng.integers(0, 2, 24)
+        kwargs = dict(
+            spatial_scale=1 / 4, sampling_ratio=k % 3, mode=mode, aligned_mode=aligned_mode
+        )
+        want = oracle.roi_align(x, rois, batch, (2, 3), **kwargs)
+        got = reference.roi_align(x, rois, batch, (2, 3), **kwargs)
+        # A bin without samples: the runtime divides 0 by 0, the library's rule gives 0.
+        empty = np.isnan(want)
+        assert not np.any(got[empty])
+        check(np.where(empty, 0, got), np.where(empty, 0, want))
+
+
+def threshold_boxes(level_rule, spatial_scales, canonical_size=224, canonical_level=4):
+    """Boxes at and around every size at which ``level_rule`` moves a box up a level, and the
+    level each must get.
+
+    Each threshold ``t`` (a ``sqrt(area)``) gets boxes of exactly that size (square and 1:4),
+    boxes a little above it, boxes in the band below it that the rule's epsilon still sends up
+    (where that band is wider than float32's rounding), and boxes just below that band and
+    well below it.  Every box keeps several float32 ulps from where the level changes, so that
+    the rule evaluated in float32 (as the libraries and the runtime compute it) and in float64
+    agree; boxes far below the first threshold and far above the last test the clamp.
+    """
+    count = len(spatial_scales)
+    if level_rule == "openvino":
+        sizes = [224 * 2.0 ** (i - 2) for i in range(1, count)]
+    else:
+        k_min = -round(math.log2(spatial_scales[0]))
+        sizes = [canonical_size * 2.0 ** (k_min + i - canonical_level) for i in range(1, count)]
+    boxes, levels = [], []
+    for i, t in enumerate(sizes, 1):
+        # How far below t (relative) the epsilon moves the rule's edge.
+        band = {
+            "torchvision": 1 - 2.0**-1e-6,
+            "detectron2": canonical_size * 1e-8 / t,
+            "openvino": 224e-6 / t,
+        }[level_rule]
+        relative = [0.0, 5e-7, 1e-4, -band - 4e-7, -1e-4]
+        if band >= 6e-7:
+            relative.append(-band / 2)
+        for r in relative:
+            height = np.float32(t * (1 + r) ** 2)
+            boxes.append([16.0, 0.0, 16.0 + t, height])
+            levels.append(i if math.sqrt(t * float(height)) >= t * (1 - band) else i - 1)
+        boxes.append([8.0, 0.0, 8.0 + t / 2, 2 * t])
+        levels.append(i)
+    if sizes:
+        boxes += [[4.0, 4.0, 4.0 + sizes[0] / 8, 4.0 + sizes[0] / 8]]
+        boxes += [[0.0, 0.0, 8 * sizes[-1], 8 * sizes[-1]]]
+        levels += [0, count - 1]
+    boxes = np.array(boxes, np.float32)
+    wide = boxes.astype(np.float64)  # widths and heights are exact in float32
+    np.testing.assert_array_equal(boxes[:, 2:] - boxes[:, :2], wide[:, 2:] - wide[:, :2])
+    rule = dict(
+        spatial_scales=spatial_scales,
+        level_rule=level_rule,
+        canonical_size=canonical_size,
+        canonical_level=canonical_level,
+    )
+    np.testing.assert_array_equal(reference.pyramid_levels(boxes, **rule), levels)
+    np.testing.assert_array_equal(reference.pyramid_levels(boxes, **rule, dtype=np.float32), levels)
+    assert len(set(levels)) == count
+    return boxes, np.array(levels)
+
+
+THRESHOLD_CASES = [
+    ("torchvision", FPN, 224, 4),
+    ("torchvision", PYRAMIDS[1], 224, 4),
+    ("torchvision", PYRAMIDS[3], 200, 3),
+    ("detectron2", FPN, 224, 4),
+    ("openvino", FPN, 224, 4),
+    ("openvino", PYRAMIDS[1], 224, 4),
+    ("openvino", PYRAMIDS[3], 224, 4),
+]
+
+
+@pytest.mark.parametrize("level_rule,scales,canonical_size,canonical_level", THRESHOLD_CASES)
+def test_level_thresholds(level_rule, scales, canonical_size, canonical_level):
+    rng = np.random.default_rng(
+        THRESHOLD_CASES.index((level_rule, scales, canonical_size, canonical_level))
+    )
+    rois, levels = threshold_boxes(level_rule, scales, canonical_size, canonical_level)
+    features = pyramid(rng, scales, (512, 512), n=1, channels=2)
+    batch = np.zeros(len(rois), np.int32)
+    kwargs = dict(
+        spatial_scales=scales,
+        sampling_ratio=2,
+        aligned_mode="asymmetric",
+        level_rule=level_rule,
+        canonical_size=canonical_size,
+        canonical_level=canonical_level,
+    )
+    want = reference.multilevel_roi_align(features, rois, batch, 3, **kwargs)
+    got = np.asarray(call(features, rois, batch, 3, **kwargs))
+    for r, level in enumerate(levels):
+        np.testing.assert_allclose(
+            got[r],
+            want[r],
+            rtol=0,
+            atol=ATOL * max(1.0, np.abs(want[r]).max()),
+            err_msg=f"box {rois[r].tolist()} belongs to level {level}",
+        )
+    if level_rule == "openvino":
+        ratios = [round(1 / s) for s in scales]
+        runtime, _ = oracle.roi_feature_extractor(
+            features, rois, 3, sampling_ratio=2, pyramid_scales=ratios
+        )
+        check(got, runtime)
+
+
+def test_boxes_larger_than_the_maps():
+    """Adaptive sampling takes ``ceil(bin size)`` samples however large the box: a box several
+    times the image is sampled as densely as the runtime samples it."""
+    rng = np.random.default_rng(7)
+    image = (64, 80)
+    features = pyramid(rng, FPN, image, n=1)
+    rois = np.array(
+        [[-100, -90, 300, 250], [-400, -300, 500, 600], [-50, 10, 1000, 70], [0, 0, 64, 80]],
+        np.float32,
+    )
+    batch = np.zeros(4, np.int32)
+    kwargs = dict(spatial_scales=FPN, level_rule="openvino")
+    got = call(features, rois, batch, 2, **kwargs)
+    check(got, reference.multilevel_roi_align(features, rois, batch, 2, **kwargs))
+    runtime, _ = oracle.roi_feature_extractor(
+        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32), aligned=True
+    )
+    check(got, runtime)
+
+
+@pytest.mark.parametrize("level_rule", RULES)
+def test_boxes_of_area_zero(level_rule):
+    """A box of area 0 goes to the finest level in torchvision's and detectron2's rules
+    (``log2(0) = -inf``, clamped); the runtime's rule gives zeros for it, and for a box of
+    negative area."""
+    rng = np.random.default_rng(8)
+    features = pyramid(rng, FPN, (64, 64), n=1)
+    rois = np.array([[20, 20, 20, 40], [20, 24, 44, 24], [30, 30, 30, 30]], np.float32)
+    if level_rule == "openvino":
+        rois = np.concatenate([rois, np.array([[40, 10, 30, 30]], np.float32)])
+    batch = np.zeros(len(rois), np.int32)
+    levels = reference.pyramid_levels(rois, FPN, level_rule)
+    np.testing.assert_array_equal(levels, -1 if level_rule == "openvino" else 0)
+    pooled = [
+        ("half_pixel_for_nn", 0),  # no samples: 0
+        ("half_pixel_for_nn", 2),  # samples at the point
+        ("asymmetric", 2),  # a box of 1 x 1 from the point
+    ]
+    for aligned_mode, sampling_ratio in pooled if level_rule == "torchvision" else pooled[2:]:
+        kwargs = dict(
+            spatial_scales=FPN,
+            sampling_ratio=sampling_ratio,
+            aligned_mode=aligned_mode,
+            level_rule=level_rule,
+        )
+        want = reference.multilevel_roi_align(features, rois, batch, 2, **kwargs)
+        got = call(features, rois, batch, 2, **kwargs)
+        check(got, want)
+        if level_rule == "openvino":
+            assert not np.any(np.asarray(got))
+
+
+@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 2), ("openvino", 3)])
+def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
+    """Each box is pooled exactly as ``roi_align`` pools it on its level alone, with that
+    level's scale (the runtime's extractor clamps box sizes to 1 also when aligned, which
+    ``roi_align``'s half-pixel modes do not: its boxes here are ``"asymmetric"``)."""
+    rng = np.random.default_rng(RULES.index(level_rule) + 3 * sampling_ratio)
+    image = (120, 136)
+    features = pyramid(rng, FPN, image)
+    # Random boxes and one of each level's sizes (sqrt(area) 60, 150, 300 and 700).
+    rois = np.concatenate(
+        [
+            pyramid_boxes(rng, 12, image),
+            np.array([[10, 10, 70, 70], [20, 5, 170, 155], [0, 0, 300, 300], [-90, -50, 610, 650]]),
+        ]
+    ).astype(np.float32)
+    batch = rng.integers(0, 2, 16)
+    aligned_mode = "asymmetric" if level_rule == "openvino" else "half_pixel_for_nn"
+    mode = MODES[sampling_ratio % 2]
+    kwargs = dict(sampling_ratio=sampling_ratio, mode=mode, aligned_mode=aligned_mode)
+    got = np.asarray(
+        jaxpool.multilevel_roi_align(
+            features, rois, batch, (2, 3), spatial_scales=FPN, level_rule=level_rule, **kwargs
+        )
+    )
+    levels = reference.pyramid_levels(rois, FPN, level_rule)
+    assert set(levels) >= {0, 1, 2, 3}
+    for r, level in enumerate(levels):
+        if level < 0:
+            assert not np.any(got[r])
+            continue
+        alone = jaxpool.roi_align(
+            features[level],
+            rois[r : r + 1],
+            batch[r : r + 1],
+            (2, 3),
+            spatial_scale=FPN[level],
+            **kwargs,
+        )
+        np.testing.assert_allclose(got[r], np.asarray(alone)[0], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "dtype,data_format,sampling_ratio", [(jnp.bfloat16, "NCX", 2), (jnp.float16, "NXC", 1)]
+)
+def test_half_precision(dtype, data_format, sampling_ratio):
+    rng = np.random.default_rng(40)
+    image = (100, 90)
+    features = [np.asarray(jnp.asarray(f, dtype)) for f in pyramid(rng, FPN, image)]
+    rois = pyramid_boxes(rng, 16, image)
+    batch = random_batch(rng, 16)
+    wide = [f.astype(np.float32) for f in features]
+    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio)
+    want = reference.multilevel_roi_align(wide, rois, batch, 3, **kwargs)
+    got = call(features, rois, batch, 3, data_format, **kwargs)
+    assert got.dtype == dtype
+    # Sums in float32, one rounding to the 16-bit type at the end.
+    check(got, want, data_format, atol=1e-2 if dtype == jnp.bfloat16 else 1e-3)
+
+
+def test_zeros_for_batch_indices_outside():
+    rng = np.random.default_rng(2)
+    features = [f + 10 for f in pyramid(rng, FPN, (64, 64))]
+    rois = np.array([[0.0, 0.0, 40.0, 40.0]] * 4, np.float32)
+    got = np.asarray(
+        jaxpool.multilevel_roi_align(
+            features, rois, np.array([-1, 2, 7, 1]), 2, spatial_scales=FPN, sampling_ratio=2
+        )
+    )
+    assert np.all(got[:3] == 0) and np.all(got[3] > 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Derivatives.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "aligned_mode,sampling_ratio", [("half_pixel_for_nn", 0), ("half_pixel", 2)]
+)
+def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
+    """The average is linear in the features: the reference applied to ``v`` is ``J v``, the
+    gradient (``vjp``) is its adjoint, and ``jvp`` is ``J v`` (with a fixed ratio: adaptive
+    sampling's forward mode is its forward program, which the value tests check, and takes
+    long to compile)."""
+    rng = np.random.default_rng(50 + sampling_ratio)
+    image = (96, 112)
+    features = pyramid(rng, FPN, image)
+    rois = pyramid_boxes(rng, 16, image)
+    batch = random_batch(rng, 16)
+    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+
+    def f(maps):
+        return jaxpool.multilevel_roi_align(maps, rois, batch, (2, 3), **kwargs)
+
+    v = [rng.standard_normal(a.shape).astype(np.float32) for a in features]
+    jv = reference.multilevel_roi_align(
+        [a.astype(np.float64) for a in v], rois, batch, (2, 3), **kwargs
+    )
+    w = rng.standard_normal(jv.shape).astype(np.float32)
+    (jtw,) = jax.vjp(f, [jnp.asarray(a) for a in features])[1](jnp.asarray(w))
+    jv_w = jv.ravel() @ w.ravel().astype(np.float64)
+    v_jtw = sum(np.asarray(g, np.float64).ravel() @ a.ravel() for g, a in zip(jtw, v))
+    assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
+    if sampling_ratio:
+        primals, tangents = [jnp.asarray(a) for a in features], [jnp.asarray(a) for a in v]
+        check(jax.jvp(f, (primals,), (tangents,))[1], jv)
+
+
+def test_max_gradient_is_adjoint_of_jvp():
+    rng = np.random.default_rng(12)
+    image = (96, 112)
+    features = pyramid(rng, FPN, image)
+    rois = pyramid_boxes(rng, 16, image)
+    batch = random_batch(rng, 16)
+
+    def f(maps):
+        return jaxpool.multilevel_roi_align(
+            maps, rois, batch, 3, spatial_scales=FPN, mode="max", sampling_ratio=2
+        )
+
+    primals = [jnp.asarray(a) for a in features]
+    v = [jnp.asarray(rng.standard_normal(a.shape), jnp.float32) for a in features]
+    _, jv = jax.jvp(f, (primals,), (v,))
+    w = rng.standard_normal(jv.shape).astype(np.float32)
+    (jtw,) = jax.vjp(f, primals)[1](jnp.asarray(w))
+    jv_w = np.asarray(jv, np.float64).ravel() @ w.ravel().astype(np.float64)
+    v_jtw = sum(
+        np.asarray(g, np.float64).ravel() @ np.asarray(a, np.float64).ravel()
+        for g, a in zip(jtw, v)
+    )
+    assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
+    assert np.abs(np.asarray(jv)).max() > 0
+
+
+@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 1), ("openvino", 2)])
+def test_box_derivatives(level_rule, sampling_ratio, x64):
+    """Forward and reverse derivatives in the boxes against central differences (float64),
+    for boxes well inside the size range of their level."""
+    rng = np.random.default_rng(5)
+    features = [jnp.asarray(a) for a in pyramid(rng, FPN, (128, 128), dtype=np.float64)]
+    # sqrt(area) about 60, 150, 300 and 600 pixels: a level each, far from its edges, and
+    # bins of no integer size on their level (where adaptive sampling changes its count).
+    sizes = np.array([[50.0, 70.0], [170.0, 130.0], [290.0, 310.0], [650.0, 560.0]])
+    low = rng.uniform(-20, 60, (4, 2))
+    rois = jnp.asarray(np.concatenate([low, low + sizes], 1))
+    batch = np.array([0, 1, 0, 1])
+
+    def f(r):
+        return jaxpool.multilevel_roi_align(
+            features,
+            r,
+            batch,
+            (2, 3),
+            spatial_scales=FPN,
+            sampling_ratio=sampling_ratio,
+            aligned_mode="half_pixel_for_nn",
+            level_rule=level_rule,
+        )
+
+    u = jnp.asarray(rng.standard_normal(rois.shape))
+    y, jvp = jax.jvp(f, (rois,), (u,))
+    eps = 1e-6
+    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
+    np.testing.assert_allclose(jvp, diff, atol=1e-6)
+    assert np.abs(np.asarray(jvp)).max() > 0
+    w = jnp.asarray(rng.standard_normal(y.shape))
+    (vjp,) = jax.vjp(f, rois)[1](w)
+    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Transforms.
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _compilations():
+    """Collects the traces and backend compilations (of any ``jax.jit``) inside the block."""
+    events: list[str] = []
+    watched = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+
+    def listener(event: str, duration: float, **kwargs) -> None:
+        if event in watched:
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_jit_traces_once_for_equal_shapes(sampling_ratio):
+    """Under ``jit`` the box count is static: new boxes of the same count do not retrace, and
+    the values are the reference's (adaptive sampling included)."""
+    rng = np.random.default_rng(60 + sampling_ratio)
+    image = (100, 120)
+    features = pyramid(rng, FPN, image)
+    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, level_rule="detectron2")
+    chex.clear_trace_counter()
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def f(maps, r, b):
+        return jaxpool.multilevel_roi_align(maps, r, b, (3, 2), **kwargs)
+
+    for _ in range(3):
+        rois, batch = pyramid_boxes(rng, 16, image), random_batch(rng, 16)
+        want = reference.multilevel_roi_align(features, rois, batch, (3, 2), **kwargs)
+        check(f(features, rois, batch), want)
+
+
+def test_equal_shapes_do_not_recompile():
+    """The public function called again with other boxes of the same count and equal
+    attributes neither retraces nor recompiles."""
+    rng = np.random.default_rng(62)
+    image = (100, 120)
+    features = pyramid(rng, FPN, image)
+
+    def call_once():
+        rois, batch = pyramid_boxes(rng, 16, image), random_batch(rng, 16)
+        return jaxpool.multilevel_roi_align(
+            features, rois, batch, (3, 2), spatial_scales=FPN, sampling_ratio=2
+        )
+
+    jax.block_until_ready(call_once())
+    with _compilations() as events:
+        for _ in range(2):
+            jax.block_until_ready(call_once())
+    assert not events, events
+
+
+def test_vmap_equals_a_loop():
+    rng = np.random.default_rng(61)
+    image = (90, 100)
+    features = pyramid(rng, FPN, image)
+    box_sets = np.stack([pyramid_boxes(rng, 6, image) for _ in range(3)])
+    batches = rng.integers(0, 2, (3, 6))
+
+    def f(maps, r, b):
+        return jaxpool.multilevel_roi_align(maps, r, b, 2, spatial_scales=FPN, sampling_ratio=2)
+
+    got = jax.vmap(lambda r, b: f(features, r, b))(box_sets, batches)
+    loop = np.stack([f(features, r, b) for r, b in zip(box_sets, batches)])
+    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
+    images = [np.stack([a, a[::-1] * 2]) for a in features]
+    got = jax.vmap(lambda maps: f(maps, box_sets[0], batches[0]))(images)
+    loop = np.stack([f([a[k] for a in images], box_sets[0], batches[0]) for k in range(2)])
+    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("n,r,data_format", [(0, 3, "NCX"), (2, 0, "NXC"), (0, 0, "NCX")])
+def test_empty_inputs(n, r, data_format):
+    """No images or no boxes: zeros of the output's shape (every batch index is outside
+    ``[0, 0)``), eagerly, under ``jit`` and ``vmap``, with zero gradients."""
+    maps = [
+        cases.to_layout(np.ones((n, 4, size, size + 1), np.float32), data_format)
+        for size in (16, 8, 4, 2)
+    ]
+    rois = np.tile(np.array([[1.0, 1.0, 60.0, 50.0]], np.float32), (r, 1))
+    batch = np.zeros(r, np.int32)
+
+    def f(m, b):
+        return jaxpool.multilevel_roi_align(
+            m, b, batch, (2, 3), spatial_scales=FPN, data_format=data_format
+        )
+
+    shape = (r, 4, 2, 3) if data_format == "NCX" else (r, 2, 3, 4)
+    for y in (f(maps, rois), jax.jit(f)(maps, rois)):
+        assert y.shape == shape and y.dtype == np.float32
+        assert not np.any(np.asarray(y))
+    stacked = jax.vmap(f)([np.stack([m, m]) for m in maps], np.stack([rois, rois]))
+    assert stacked.shape == (2, *shape)
+    gx, gr = jax.grad(lambda m, b: f(m, b).sum(), argnums=(0, 1))(maps, rois)
+    assert [g.shape for g in gx] == [m.shape for m in maps] and gr.shape == rois.shape
+    assert not any(np.any(np.asarray(g)) for g in gx) and not np.any(np.asarray(gr))
+    low = f([m.astype(jnp.bfloat16) for m in maps], rois)
+    assert low.shape == shape and low.dtype == jnp.bfloat16
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_channel_sharding_has_no_collectives(data_format):
+    """With every level's channels in 8 shards, neither the forward nor the gradient moves
+    data between devices."""
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs 8 devices")
+    mesh = Mesh(np.array(devices[:8]), ("c",))
+    rng = np.random.default_rng(4)
+    image = (72, 80)
+    maps = [cases.to_layout(a, data_format) for a in pyramid(rng, FPN, image, channels=32)]
+    rois = pyramid_boxes(rng, 8, image)
+    batch = rng.integers(0, 2, 8).astype(np.int32)
+    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
+    sharded = [jax.device_put(m, NamedSharding(mesh, spec)) for m in maps]
+
+    def f(m):
+        return jaxpool.multilevel_roi_align(
+            m,
+            rois,
+            batch,
+            2,
+            spatial_scales=FPN,
+            sampling_ratio=2,
+            data_format=data_format,
+        )
+
+    for g in (f, jax.grad(lambda m: (f(m) ** 2).sum())):
+        text = jax.jit(g).lower(sharded).compile().as_text()
+        found = cases.COLLECTIVE.findall(text)
+        assert not found, sorted(set(found))
+    np.testing.assert_allclose(jax.jit(f)(sharded), f(maps), atol=1e-6)
