@@ -955,7 +955,7 @@ ROWS += [
         2,
         spatial_scales=FPN2,
         error=V,
-        match="`features`",
+        match=r"`features\[1\]`",
     ),
     row(
         "multilevel_roi_align-bad-6",
@@ -966,7 +966,7 @@ ROWS += [
         2,
         spatial_scales=FPN2,
         error=T,
-        match=names("features", "int32"),
+        match=names("features[0]", "int32"),
     ),
     row(
         "multilevel_roi_align-bad-7",

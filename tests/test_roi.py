@@ -567,7 +567,7 @@ SHARDED = {
         x, r, b, 2, mode="max", sampling_ratio=2, data_format=fmt
     ),
     "roi_align_rotated": lambda x, r, b, fmt: jaxpool.roi_align_rotated(
-        x, jnp.concatenate([r, r[:, :1]], 1), b, 2, data_format=fmt
+        x, jnp.concatenate([r, r[:, :1]], 1), b, 2, sampling_ratio=2, data_format=fmt
     ),
     "roi_pool_max": lambda x, r, b, fmt: jaxpool.roi_pool(
         x, jnp.concatenate([b[:, None].astype(r.dtype), r], 1), 2, data_format=fmt
