@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import re
@@ -840,6 +841,43 @@ def print_checks(g: dict) -> None:
         print(f"    check {c['check']:<44} max abs err {c['max_abs_err']:.2e} {verdict}")
 
 
+def _per_layout(*names: str, key: str = "median_s", spec: str = ".4g", scale: float = 1e3):
+    """A table cell: ``key`` of the first of ``names`` (``{L}`` the layout) that the group
+    has, NCX / NXC."""
+
+    def cell(g: dict) -> str:
+        values = []
+        for layout in LAYOUTS:
+            found = (bench.cell(g, n.format(L=layout), key, spec, scale) for n in names)
+            values.append(next((v for v in found if v), ""))
+        return " / ".join(values) if any(values) else ""
+
+    return cell
+
+
+def _targets(g: dict) -> str:
+    verdicts = [t["verdict"] for t in g["targets"]]
+    if not verdicts:
+        return ""
+    text = f"{verdicts.count('PASS')}/{len(verdicts) - verdicts.count('n/a')} PASS"
+    return text + (f", {verdicts.count('n/a')} n/a" if "n/a" in verdicts else "")
+
+
+# The README's table of a run: per group, the median times (NCX / NXC) and the targets met.
+TABLE: tuple[tuple[str, Callable[[dict], str]], ...] = (
+    ("group", lambda g: g["key"]),
+    ("multilevel ms", _per_layout("multilevel-{L}")),
+    ("per-level ms", _per_layout("per-level-{L}")),
+    ("all-levels ms", _per_layout("all-levels-{L}")),
+    ("gather floor ms", lambda g: bench.cell(g, FLOOR, "median_s", ".4g", 1e3)),
+    ("openvino ms", lambda g: bench.cell(g, "openvino", "median_s", ".4g", 1e3)),
+    ("sr=0 ms", _per_layout("sr=0-{L}")),
+    ("sr=2 ms", _per_layout("sr=2-{L}", "multilevel-{L} sr=2")),
+    ("compile s", _per_layout("multilevel-{L}", key="compile_s", spec=".2f", scale=1.0)),
+    ("targets", _targets),
+)
+
+
 def target_bars(groups: list[dict]) -> list[tuple[str, float, float]]:
     """A bar per measured ratio target: ``(label, value, limit)``."""
     return [
@@ -889,7 +927,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratio targets (PNG)")
     parser.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
+    parser.add_argument(
+        "--table", metavar="JSON", help="print the markdown table of a results file and exit"
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            print(bench.markdown_table(json.load(f)["groups"], TABLE))
+        return 0
     if args.reps is None:
         args.reps = 1 if args.quick else 9
     if args.compiles is None:

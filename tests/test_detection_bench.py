@@ -56,6 +56,8 @@ def test_every_group_runs(quick_run):
     assert result["meta"]["quick"] and result["meta"]["skipped"] == []
     assert [g["key"] for g in result["groups"]] == list(detection.QUICK)
     assert os.path.getsize(png) > 0
+    table = detection.bench.markdown_table(result["groups"], detection.TABLE)
+    assert len(table.splitlines()) == 2 + len(detection.QUICK)
 
 
 def test_every_contender_is_there(quick_run):
