@@ -7,6 +7,7 @@ from jaxpool._src.adaptive_max_pool import adaptive_max_pool as adaptive_max_poo
 from jaxpool._src.avg_pool import avg_pool as avg_pool
 from jaxpool._src.lp_pool import lp_pool as lp_pool
 from jaxpool._src.max_pool import max_pool as max_pool
+from jaxpool._src.multilevel_roi_align import multilevel_roi_align as multilevel_roi_align
 from jaxpool._src.psroi_align import psroi_align as psroi_align
 from jaxpool._src.psroi_pool import psroi_pool as psroi_pool
 from jaxpool._src.roi_align import roi_align as roi_align
@@ -23,6 +24,7 @@ __all__ = [
     "lp_pool",
     "max_pool",
     "max_unpool",
+    "multilevel_roi_align",
     "openvino",
     "psroi_align",
     "psroi_pool",

@@ -119,7 +119,7 @@ def test_matches_roi_align_of_the_bins_channels(aligned_mode):
 def test_rules():
     """The docstring's rules: torchvision's default corners (``x * scale - 0.5``, no bound on
     the size), zeros for batch indices outside ``[0, N)``, 0 for bins without samples, and the
-    adaptive count capped at ``ceil(H / out_h)`` beyond the map."""
+    adaptive count ``ceil(bin size)`` beyond the map."""
     x = np.arange(2 * 4 * 6 * 6, dtype=np.float32).reshape(2, 4, 6, 6) + 10
     rois = np.array([[0.0, 0.0, 4.0, 4.0]] * 4, np.float32)
     got = np.asarray(jaxpool.psroi_align(x, rois, np.array([-1, 2, 7, 1]), 2))
@@ -133,10 +133,10 @@ def test_rules():
     inverted = np.array([[3.0, 3.0, 1.0, 1.0]], np.float32)
     got = np.asarray(jaxpool.psroi_align(x, inverted, np.array([0]), 2))
     assert np.all(got == 0)
-    # Larger than the map: the count is capped at ceil(6 / 2) = 3 per axis.
-    big = np.array([[-20.0, -20.0, 30.0, 30.0]], np.float32)
-    capped = jaxpool.psroi_align(x, big, np.array([1]), 2)
-    check(capped, jaxpool.psroi_align(x, big, np.array([1]), 2, sampling_ratio=3))
+    # Larger than the map: ceil(bin size) samples, as many as torchvision takes.
+    big = np.array([[-20.0, -20.0, 30.0, 30.0], [-90.0, 1.0, 400.0, 3.0]], np.float32)
+    got = jaxpool.psroi_align(x, big, np.array([1, 0]), 2)
+    check(got, reference.ps_roi_align(x, big, [1, 0], (2, 2)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -333,15 +333,34 @@ def test_bin_edges_are_correctly_rounded():
     )
 
 
-def test_adaptive_count_capped_beyond_the_map():
-    """Boxes larger than the map sample ``ceil(H / out_h)`` points per bin and axis."""
+def test_adaptive_count_beyond_the_map():
+    """Boxes larger than the map take ``ceil(bin size)`` samples per bin and axis, as the
+    runtime does, however large: torchvision's own case (9-pixel boxes on a 5 x 5 map), boxes
+    many times the map, and boxes far outside it."""
     rng = np.random.default_rng(7)
     x = features(rng, 2, 8, 8)
-    rois = np.array([[-20.0, -20.0, 30.0, 30.0], [0.0, 0.0, 8.0, 8.0]], np.float32)
-    batch = np.array([0, 1])
-    got = jaxpool.roi_align(x, rois, batch, 2)
-    check(got[1:], ov_roi_align(x, rois[1:], batch[1:], (2, 2)))
-    check(got[:1], np.asarray(jaxpool.roi_align(x, rois[:1], batch[:1], 2, sampling_ratio=4)))
+    rois = np.array(
+        [
+            [-20.0, -20.0, 30.0, 30.0],
+            [0.0, 0.0, 8.0, 8.0],
+            [-500.0, -300.0, 700.0, 900.0],
+            [3.0, -1000.0, 5.0, 1000.0],
+            [40.0, 40.0, 90.0, 95.0],
+        ],
+        np.float32,
+    )
+    batch = np.array([0, 1, 0, 1, 0])
+    for mode in ("avg", "max"):
+        for aligned_mode in ("asymmetric", "half_pixel_for_nn"):
+            got = jaxpool.roi_align(x, rois, batch, 2, mode=mode, aligned_mode=aligned_mode)
+            want = ov_roi_align(x, rois, batch, (2, 2), mode=mode, aligned_mode=aligned_mode)
+            check(got, want)
+    small = features(rng, 1, 5, 5, n=1)
+    boxes = np.array([[0.0, 0.0, 9.0, 9.0], [-2.0, 1.0, 7.0, 10.0]], np.float32)
+    check(
+        jaxpool.roi_align(small, boxes, np.array([0, 0]), 5, aligned_mode="half_pixel_for_nn"),
+        ov_roi_align(small, boxes, [0, 0], (5, 5), aligned_mode="half_pixel_for_nn"),
+    )
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])

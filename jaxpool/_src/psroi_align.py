@@ -24,14 +24,15 @@ def _psroi_align(
     empty = roi_lib.nothing_read(n, num_rois, dim, attrs.output_size, x.dtype, attrs.data_format)
     if empty is not None:
         return empty
-    batch, corners = roi_lib.aligned_samples(x, rois, batch_indices, attrs, average=True)
+    y, x_axis = roi_lib.aligned_axes(rois, x.dtype, attrs, (height, width))
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     # Channel (c * out_h + i) * out_w + j serves bin (i, j) of output channel c: the map as
     # [N, out_h, out_w, H, W, D], read at the batch index and the bin.
     xt = roi_lib.channels_last(x, attrs.data_format)
     xg = xt.reshape(n, height, width, dim, out_h, out_w).transpose(0, 4, 5, 1, 2, 3)
     i = jnp.arange(out_h, dtype=np.int32)[None, :, None]
     j = jnp.arange(out_w, dtype=np.int32)[None, None, :]
-    pooled = roi_lib.pool_samples(xg, (batch[:, None, None], i, j), *corners, "avg")
+    pooled = roi_lib.pool_boxes(xg, (batch[:, None, None], i, j), y, x_axis, inside, "avg")
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 

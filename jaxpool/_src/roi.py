@@ -245,9 +245,9 @@ def bilinear_samples(
         weight = y_weight[..., :, None] * x_weight[..., None, :]
         return (weight[..., None] * values.astype(weight.dtype)).sum((-3, -2))
     total = None
-    # One read per corner, weighted and added elementwise: XLA fuses the four reads and their
-    # sum into one loop, where a stacked read would be written out four times larger.
-    for a, b in itertools.product(range(2), range(2)):
+    # One read per corner, weighted and added elementwise: XLA fuses the reads and their sum
+    # into one loop, where a stacked read would be written out as many times larger.
+    for a, b in itertools.product(range(y_index.shape[-1]), range(x_index.shape[-1])):
         weight = (y_weight[..., a] * x_weight[..., b])[..., None]
         term = weight * read(xt, *lead, y_index[..., a], x_index[..., b]).astype(weight.dtype)
         total = term if total is None else total + term
@@ -255,10 +255,12 @@ def bilinear_samples(
     return total
 
 
-# Bins of at most this many samples are pooled by a chain of elementwise sums or maxima over
-# the samples, which XLA fuses with the reads into one loop; more samples are read into one
-# array and reduced (a chain would grow the program with the sample count).
-UNROLLED_SAMPLES = 16
+# Bins whose samples take at most this many reads (corners) are pooled by one chain of
+# elementwise sums or maxima, which XLA fuses with the reads into one loop.  Larger bins are
+# pooled by a loop over tiles of their samples, each tile a chain: one chain would grow the
+# program (and its compile time) with the sample count, and one read of every sample would
+# write a buffer of (boxes x bins x samples x channels).
+UNROLLED_READS = 64
 
 
 def pool_samples(
@@ -269,21 +271,85 @@ def pool_samples(
     x_index: jax.Array,
     x_weight: jax.Array,
     mode: str,
+    limit: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """The average (weights pre-divided by the sample count) or the runtime's maximum of the
     bilinear samples of each bin: ``(R, out_h, out_w, C)``.
 
-    The corner arrays have the shape of the sample grid ``(R, out_h, S_h, out_w, S_w, 2)``, or
-    broadcast to it; ``lead`` holds integer arrays of rank 3 that index the axes of ``xt``
-    before its rows and columns (the batch index, and for position-sensitive pooling the bin)
-    and broadcast to ``(R, out_h, out_w)``.
+    The corner arrays have the shape of the sample grid ``(R, out_h, S_h, out_w, S_w, K)``, or
+    broadcast to it, with ``K`` corners per sample and axis (2 for a bilinear sample);
+    ``lead`` holds integer arrays of rank 3 that index the axes of ``xt`` before its rows and
+    columns (the batch index, and for position-sensitive pooling the bin) and broadcast to
+    ``(R, out_h, out_w)``.  ``limit`` (two unbatched integer scalars) says that no bin holds
+    samples at or past ``limit`` along either axis (their weights are 0): the loop over tiles
+    skips them.
     """
     s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
-    if s_h * s_w > UNROLLED_SAMPLES:
-        return _stacked(xt, lead, y_index, y_weight, x_index, x_weight, mode)
+    if limit is not None or s_h * s_w * y_index.shape[-1] * x_index.shape[-1] > UNROLLED_READS:
+        return _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit)
     if mode == "avg":
         return _unrolled_average(xt, lead, y_index, y_weight, x_index, x_weight)
     return _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode)
+
+
+def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit):
+    """:func:`pool_samples` as a loop over tiles of samples, each tile pooled by the chain:
+    tiles of ``5 x 5`` one-corner samples (an adaptive bin's window of elements,
+    :meth:`Axis.corners`) or of ``4 x 4`` bilinear samples; tiles past ``limit`` are skipped.
+    """
+    s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
+    side = 5 if y_index.shape[-1] * x_index.shape[-1] == 1 else 4
+    tile_h, tile_w = min(side, s_h), min(side, s_w)
+    grid_h, grid_w = -(-s_h // tile_h) * tile_h, -(-s_w // tile_w) * tile_w
+
+    def tiled(a: jax.Array) -> jax.Array:
+        # Samples past the grid read element 0 with weight 0.
+        pads = [(0, 0)] * a.ndim
+        if a.shape[2] > 1:
+            pads[2] = (0, grid_h - a.shape[2])
+        if a.shape[4] > 1:
+            pads[4] = (0, grid_w - a.shape[4])
+        return jnp.pad(a, pads)
+
+    corners = [tiled(a) for a in (y_index, y_weight, x_index, x_weight)]
+
+    def piece(a: jax.Array, top: Any, left: Any) -> jax.Array:
+        if a.shape[2] > 1:
+            a = lax.dynamic_slice_in_dim(a, top, tile_h, 2)
+        if a.shape[4] > 1:
+            a = lax.dynamic_slice_in_dim(a, left, tile_w, 4)
+        return a
+
+    def unless(skip: Any, step: Callable[[jax.Array], jax.Array], pooled: jax.Array):
+        if limit is None:
+            return step(pooled)
+        return lax.cond(skip, lambda p: p, step, pooled)
+
+    def tile_row(pooled, top):
+        def tile(pooled, left):
+            def pool(pooled):
+                y_i, y_w, x_i, x_w = (piece(a, top, left) for a in corners)
+                value = pool_samples(xt, lead, y_i, y_w, x_i, x_w, mode)
+                if mode == "avg":
+                    return pooled + value
+                # Each tile's maximum starts from 0, and an earlier tile keeps a tie.
+                return jnp.where(value > pooled, value, pooled)
+
+            return unless(limit is not None and left >= limit[1], pool, pooled), None
+
+        lefts = jnp.arange(0, s_w, tile_w, dtype=np.int32)
+        row = lambda p: lax.scan(tile, p, lefts)[0]  # noqa: E731
+        return unless(limit is not None and top >= limit[0], row, pooled), None
+
+    shape = (
+        max(y_index.shape[0], x_index.shape[0]),
+        max(y_index.shape[1], x_index.shape[1]),
+        max(y_index.shape[3], x_index.shape[3]),
+        xt.shape[-1],
+    )
+    zeros = jnp.zeros(shape, jnp.result_type(y_weight, x_weight))
+    pooled, _ = lax.scan(tile_row, zeros, jnp.arange(0, s_h, tile_h, dtype=np.int32))
+    return pooled
 
 
 def _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode):
@@ -373,15 +439,8 @@ def first_max_from_zero(samples: jax.Array, axis: int) -> jax.Array:
 
 
 # --------------------------------------------------------------------------------------------
-# Static sample bounds.
+# Integer bins.
 # --------------------------------------------------------------------------------------------
-
-
-def adaptive_bound(length: int, out: int) -> int:
-    """The static bound of adaptive samples per bin along an axis of ``length`` pooled to
-    ``out`` bins: ``ceil(length / out)``, the runtime's count ``ceil(bin size)`` for every box
-    no larger than the map.  Larger boxes have their count capped at this bound."""
-    return max(1, -(-length // out))
 
 
 def bin_bound(length: int, out: int) -> int:
@@ -391,33 +450,229 @@ def bin_bound(length: int, out: int) -> int:
     return max(1, min(length, -(-(length + 1) // out) + 1))
 
 
-def bin_samples(
-    start: jax.Array, size: jax.Array, out: int, bound: int, sampling_ratio: int
-) -> tuple[jax.Array, jax.Array, Any]:
-    """Sample positions along one axis of boxes that start at ``start`` and span ``size``.
+# --------------------------------------------------------------------------------------------
+# ROIAlign's samples along one axis, and the static bounds programs are built for.
+# --------------------------------------------------------------------------------------------
 
-    Each of the ``out`` bins has ``count`` samples at ``start + i * bin + (s + 0.5) * bin /
-    count`` (``bin = size / out``), in the runtime's order of operations: ``count`` is
-    ``sampling_ratio``, or with ``sampling_ratio=0`` ``ceil(bin)`` capped to ``[0, bound]``.
-    Returns the positions ``(R, out, bound)``, the counts ``(R,)`` (in the dtype of ``size``)
-    and the mask ``(R, bound)`` of the samples that exist.
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """The samples of the ``out`` bins of every box along one axis of the map.
+
+    Bin ``i`` of box ``r`` starts at ``first[r, i]`` and holds ``count[r]`` samples, sample
+    ``s`` at ``first[r, i] + step[r] * (s + 0.5)`` (the runtime's positions and order of
+    operations).  With a fixed sampling ratio every sample is read (``lowest`` is None and
+    ``top`` is the ratio).  With adaptive sampling, ``count = ceil(bin size)`` has no bound, but
+    only the samples ``s`` in ``[lowest, lowest + reach)`` of a bin can fall in the interval
+    that reads the map (the others read 0 and only count in the divisor); ``reach`` is at most
+    ``top`` whatever the box, so programs built for static bounds up to ``top`` are exact for
+    every box.  ``length`` (an int, or one per box) is the map's extent on this axis, and
+    ``offset`` (0, or one per box) is added to the elements read.
+    """
+
+    first: jax.Array
+    step: jax.Array
+    count: jax.Array
+    lowest: jax.Array | None
+    reach: jax.Array | None
+    length: Any
+    offset: Any
+    top: int
+
+    def positions(self, bound: int, average: bool) -> tuple[jax.Array, jax.Array]:
+        """The positions of ``bound`` samples per bin, ``(R, out, bound)``, and their scales:
+        0 for samples a bin does not hold, else 1, or ``1 / count`` where ``average``."""
+        k = np.arange(bound, dtype=self.first.dtype)[None, None, :]
+        if self.lowest is None or self.reach is None:
+            s = k + np.asarray(0.5, k.dtype)
+            scale = jnp.ones_like(self.count)[:, None, None]
+        else:
+            s = self.lowest[..., None] + k + np.asarray(0.5, k.dtype)
+            scale = jnp.asarray(k < self.reach[..., None], k.dtype)
+        if average:
+            scale = scale / jnp.maximum(self.count, 1)[:, None, None]
+        return self.first[..., None] + product(self.step[:, None, None], s), scale
+
+    def corners(self, bound: int, average: bool, window: bool) -> tuple[jax.Array, jax.Array]:
+        """The elements the samples of :meth:`positions` read and their weights, ``(R, out,
+        bound, 2)``.  With ``window`` (adaptive sampling, where samples are at most 1 apart),
+        the ``bound + 1`` consecutive elements from the first sample's lower corner with the
+        sum of the weights each receives, ``(R, out, bound + 1, 1)``."""
+        position, scale = self.positions(bound, average)
+        length = per_box(self.length, 3)
+        index, weight = axis_corners(position, as_dtype(length, position.dtype))
+        weight = weight * scale[..., None]
+        if window:
+            index, weight = _window(index, weight, bound, length)
+        return index + per_box(self.offset, 4), weight
+
+
+def as_dtype(value: Any, dtype: Any) -> Any:
+    """A static int as is, an array in ``dtype``."""
+    return value if isinstance(value, int) else value.astype(dtype)
+
+
+def per_box(value: Any, rank: int) -> Any:
+    """A static int as is, or an array of one value per box with ``rank - 1`` axes added."""
+    if isinstance(value, int):
+        return value
+    return value.reshape(value.shape + (1,) * (rank - 1))
+
+
+def _window(
+    index: jax.Array, weight: jax.Array, bound: int, length: Any
+) -> tuple[jax.Array, jax.Array]:
+    """The corners ``(R, out, bound, 2)`` of samples at most 1 apart as the ``bound + 1``
+    elements from the first sample's lower corner, each with the sum of its weights.
+
+    Samples at most 1 apart reach at most ``bound + 1`` elements.  Rounding can carry the last
+    upper corner one element further only where its weight is a rounding error itself; it is
+    added to the last element.  Samples that read nothing carry weight 0.
+    """
+    start = index[..., :1, :1]
+    slot = jnp.clip(index - start, 0, bound)
+    if bound <= 16:
+        hits = slot[..., None] == np.arange(bound + 1, dtype=np.int32).reshape(1, 1, 1, 1, -1)
+        summed = jnp.where(hits, weight[..., None], jnp.zeros_like(weight[..., None]))
+        summed = summed.sum((-3, -2))
+    else:
+        r, out = slot.shape[:2]
+        boxes, bins = np.arange(r)[:, None, None, None], np.arange(out)[None, :, None, None]
+        summed = jnp.zeros((r, out, bound + 1), weight.dtype).at[boxes, bins, slot].add(weight)
+    elements = start[..., 0] + np.arange(bound + 1, dtype=np.int32)[None, None, :]
+    elements = jnp.minimum(elements, length - 1)
+    return elements[..., None], summed[..., None]
+
+
+def reach_bound(extent: float) -> int:
+    """A static bound on the adaptive samples of a bin that fall in an interval of ``extent``
+    (the map's ``L + 1`` from -1 to ``L``) with one sample of margin on either side.
+
+    A bin no longer than the interval has ``ceil(bin) <= ceil(extent)`` samples; a longer one
+    has its samples more than ``extent / (extent + 1)`` apart, so fewer than ``extent + 6``
+    of them lie within two steps of the interval.
+    """
+    return math.ceil(extent) + 7
+
+
+def axis_samples(
+    start: jax.Array,
+    size: jax.Array,
+    out: int,
+    sampling_ratio: int,
+    length: Any,
+    *,
+    offset: Any = 0,
+    longest: int | None = None,
+    interval: tuple[Any, Any, float] | None = None,
+) -> Axis:
+    """The :class:`Axis` of the ``out`` bins of boxes from ``start`` spanning ``size``.
+
+    ``count`` is ``sampling_ratio``, or for ``sampling_ratio=0`` ``ceil(bin size)`` (0 for a
+    bin of size 0 or less).  ``interval`` is ``(low, high, extent)``: where samples can read
+    the map (broadcastable to ``(R, out)``) and a static bound on ``high - low``; by default
+    ``[-1, length]``, the bilinear sample's rule (``longest`` bounds ``length`` when it holds
+    one value per box).
     """
     bin_size = divide(size, out)
     if sampling_ratio > 0:
         count = jnp.full(size.shape, sampling_ratio, size.dtype)
     else:
-        count = jnp.clip(jnp.ceil(lax.stop_gradient(bin_size)), 0, bound)
-    distance = bin_size / jnp.maximum(count, 1)
+        count = jnp.maximum(jnp.ceil(lax.stop_gradient(bin_size)), 0)
+    step = bin_size / jnp.maximum(count, 1)
     i = np.arange(out, dtype=size.dtype)
-    s = np.arange(bound, dtype=size.dtype) + np.asarray(0.5, size.dtype)
     first = start[:, None] + product(i[None, :], bin_size[:, None])
-    position = first[:, :, None] + product(distance[:, None, None], s[None, None, :])
-    exists = np.arange(bound, dtype=size.dtype)[None, :] < count[:, None]
-    return position, count, exists
+    if sampling_ratio > 0:
+        return Axis(first, step, count, None, None, length, offset, sampling_ratio)
+    if interval is None:
+        high = as_dtype(per_box(length, 2), size.dtype)
+        interval = (-1, high, (length if longest is None else longest) + 1)
+    low, high, extent = interval
+    top = reach_bound(extent)
+    f = lax.stop_gradient(first)
+    c = lax.stop_gradient(count)[:, None]
+    st = jnp.where(c > 0, lax.stop_gradient(step)[:, None], 1)
+    # Estimates of the first and last sample in the interval, widened by one sample each way
+    # against their rounding: a sample more is read exactly, one less would be lost.
+    lowest = jnp.clip(jnp.floor((low - f) / st - 0.5) - 1, 0, c)
+    highest = jnp.minimum(jnp.ceil((high - f) / st - 0.5) + 1, c - 1)
+    reach = jnp.clip(highest - lowest + 1, 0, top)
+    finite = jnp.isfinite(lowest) & jnp.isfinite(reach)
+    lowest = jnp.where(finite, lowest, 0)
+    reach = jnp.where(finite, reach, 0)
+    return Axis(first, step, count, lowest, reach, length, offset, top)
+
+
+@jax.custom_batching.custom_vmap
+def batch_max(value: jax.Array) -> jax.Array:
+    """``max(value)``, and under ``vmap`` the maximum over every member of the batch, unbatched:
+    a program chosen by it is then one program for the whole batch, where a batched choice
+    would run every program and select."""
+    return jnp.max(value)
+
+
+@batch_max.def_vmap
+def _batch_max_vmap(axis_size, in_batched, value):
+    del axis_size, in_batched
+    return jnp.max(value), False
+
+
+# Adaptive sampling runs one of two programs, chosen at run time by the largest number of
+# samples a bin of any box reaches: one for at most this many per axis, which reads them in
+# one fused loop, and one for any number, which loops over tiles of samples and skips those
+# past the largest reach.
+STATIC_BOUND = 2
+
+
+def by_reach(axes: tuple[Axis, ...], program: Callable[..., jax.Array]) -> jax.Array:
+    """``program(*bounds, limit)`` with one static sample bound per axis: the fixed ratios
+    (``limit`` None), or for adaptive sampling, chosen at run time by the largest reach of any
+    bin of any box, :data:`STATIC_BOUND` (``limit`` None) or else each axis's ``top`` with
+    ``limit`` the largest reaches (unbatched int32 scalars)."""
+    reaches = [axis.reach for axis in axes if axis.reach is not None]
+    tops = [axis.top for axis in axes]
+    if len(reaches) < len(axes):
+        return program(*tops, None)
+    limit = tuple(batch_max(lax.stop_gradient(r).max().astype(np.int32)) for r in reaches)
+    if max(tops) <= STATIC_BOUND:
+        return program(*tops, None)
+    small = functools.partial(program, *(min(STATIC_BOUND, t) for t in tops), None)
+    large = lambda: program(*tops, limit)  # noqa: E731
+    return lax.cond(functools.reduce(jnp.maximum, limit) <= STATIC_BOUND, small, large)
+
+
+def pool_boxes(
+    xt: jax.Array, lead: tuple[jax.Array, ...], y: Axis, x: Axis, keep: jax.Array, mode: str
+) -> jax.Array:
+    """:func:`pool_samples` of the axis-aligned bins ``y x x``: ``(R, out_h, out_w, C)``.
+
+    ``keep`` (``[R]`` bools) zeroes the boxes that read nothing.  Adaptive averages read each
+    element of a bin's window once with the sum of its samples' weights (the mean of bilinear
+    samples is separable); maxima read every sample.
+    """
+    average = mode == "avg"
+    window = average and y.lowest is not None
+
+    def program(bound_y: int, bound_x: int, limit: Any) -> jax.Array:
+        y_index, y_weight = y.corners(bound_y, average, window)
+        x_index, x_weight = x.corners(bound_x, average, window)
+        y_weight = y_weight * keep.astype(y_weight.dtype)[:, None, None, None]
+        return pool_samples(
+            xt,
+            lead,
+            y_index[:, :, :, None, None],
+            y_weight[:, :, :, None, None],
+            x_index[:, None, None],
+            x_weight[:, None, None],
+            mode,
+            None if limit is None else tuple(n + int(window) for n in limit),
+        )
+
+    return by_reach((y, x), program)
 
 
 # --------------------------------------------------------------------------------------------
-# ROIAlign's sample grid.
+# ROIAlign's boxes.
 # --------------------------------------------------------------------------------------------
 
 ALIGNED_MODES = ("asymmetric", "half_pixel_for_nn", "half_pixel")
@@ -466,53 +721,38 @@ class Align:
         return cls(size, scale, ratio, aligned_mode, data_format)
 
 
-def aligned_samples(
-    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: Align, average: bool
-) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array, jax.Array]]:
-    """The bilinear samples of the bins of axis-aligned boxes on the map ``x``, as ROIAlign
-    takes them.
+def aligned_axes(
+    rois: jax.Array,
+    x_dtype: Any,
+    attrs: Align,
+    lengths: tuple[Any, Any],
+    *,
+    scale: Any = None,
+    offsets: tuple[Any, Any] = (0, 0),
+    longest: tuple[int, int] | None = None,
+    at_least_one: bool | None = None,
+) -> tuple[Axis, Axis]:
+    """The rows and columns :class:`Axis` of ROIAlign's bins of ``(x_1, y_1, x_2, y_2)`` boxes.
 
-    The boxes ``(x_1, y_1, x_2, y_2)`` are scaled by ``aligned_mode``: ``x * spatial_scale``
-    with width and height at least 1 (``"asymmetric"``), ``x * spatial_scale - 0.5``
-    (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); their
-    bins are sampled by :func:`bin_samples`, adaptive counts bounded by :func:`adaptive_bound`
-    of the map's ``H`` and ``W``.  Returns the batch indices clipped into ``[0, N)`` and the
-    corners ``(y_index, y_weight, x_index, x_weight)`` for :func:`pool_samples`, which
-    broadcast to the grid ``(R, out_h, S_h, out_w, S_w, 2)``, in :func:`compute_dtype`; the
-    weights are 0 for samples beyond a bin's count and for regions whose batch index lies
-    outside ``[0, N)``, and divided by the sample counts where ``average``.
+    The boxes are scaled by ``aligned_mode``: ``x * scale`` (``"asymmetric"``), ``x * scale -
+    0.5`` (``"half_pixel_for_nn"``) or ``(x + 0.5) * scale - 0.5`` (``"half_pixel"``), with
+    ``scale`` the attributes' ``spatial_scale`` or one per box; their widths and heights are
+    at least 1 where ``at_least_one`` (by default in ``"asymmetric"`` mode only).  Coordinates
+    are in :func:`compute_dtype`.  ``lengths`` are the map's ``(H, W)``, and ``offsets`` are
+    added to the elements read (both may hold one value per box, the lengths then bounded by
+    ``longest``).
     """
-    n, _, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
-    (out_h, out_w), scale, ratio = attrs.output_size, attrs.spatial_scale, attrs.sampling_ratio
-    boxes = rois.astype(compute_dtype(x.dtype, rois.dtype))
+    (out_h, out_w), ratio = attrs.output_size, attrs.sampling_ratio
+    boxes = rois.astype(compute_dtype(x_dtype, rois.dtype))
+    scale = attrs.spatial_scale if scale is None else scale
     offset_src = 0.5 if attrs.aligned_mode == "half_pixel" else 0.0
     offset_dst = 0.0 if attrs.aligned_mode == "asymmetric" else -0.5
     x1, y1, x2, y2 = ((boxes[:, i] + offset_src) * scale + offset_dst for i in range(4))
     roi_w, roi_h = x2 - x1, y2 - y1
-    if attrs.aligned_mode == "asymmetric":
+    if at_least_one if at_least_one is not None else attrs.aligned_mode == "asymmetric":
         roi_w, roi_h = jnp.maximum(roi_w, 1), jnp.maximum(roi_h, 1)
-
-    if ratio > 0:
-        bound_h = bound_w = ratio
-    else:
-        bound_h, bound_w = adaptive_bound(height, out_h), adaptive_bound(width, out_w)
-    ys, count_y, exists_y = bin_samples(y1, roi_h, out_h, bound_h, ratio)
-    xs, count_x, exists_x = bin_samples(x1, roi_w, out_w, bound_w, ratio)
-    y_index, y_weight = axis_corners(ys, height)  # (R, out_h, bound_h, 2)
-    x_index, x_weight = axis_corners(xs, width)  # (R, out_w, bound_w, 2)
-
-    batch, inside = batch_or_zero(batch_indices, n)
-    y_scale = (exists_y & inside[:, None]).astype(boxes.dtype)
-    x_scale = exists_x.astype(boxes.dtype)
-    if average:
-        y_scale = y_scale / jnp.maximum(count_y, 1)[:, None]
-        x_scale = x_scale / jnp.maximum(count_x, 1)[:, None]
-    y_weight = y_weight * y_scale[:, None, :, None]
-    x_weight = x_weight * x_scale[:, None, :, None]
-    corners = (
-        y_index[:, :, :, None, None],
-        y_weight[:, :, :, None, None],
-        x_index[:, None, None],
-        x_weight[:, None, None],
+    (height, width), (top_h, top_w) = lengths, longest or (None, None)
+    return (
+        axis_samples(y1, roi_h, out_h, ratio, height, offset=offsets[0], longest=top_h),
+        axis_samples(x1, roi_w, out_w, ratio, width, offset=offsets[1], longest=top_w),
     )
-    return batch, corners

@@ -17,15 +17,16 @@ MODES = ("avg", "max")
 def _roi_align(
     x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: roi_lib.Align, mode: str
 ) -> jax.Array:
-    n, channels, _, _ = window_lib.to_ncx_shape(x.shape, attrs.data_format)
+    n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     empty = roi_lib.nothing_read(
         n, rois.shape[0], channels, attrs.output_size, x.dtype, attrs.data_format
     )
     if empty is not None:
         return empty
-    batch, corners = roi_lib.aligned_samples(x, rois, batch_indices, attrs, average=mode == "avg")
+    y, x_axis = roi_lib.aligned_axes(rois, x.dtype, attrs, (height, width))
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     xt = roi_lib.channels_last(x, attrs.data_format)
-    pooled = roi_lib.pool_samples(xt, (batch[:, None, None],), *corners, mode)
+    pooled = roi_lib.pool_boxes(xt, (batch[:, None, None],), y, x_axis, inside, mode)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -41,37 +42,51 @@ def _roi_align_rotated(
     angle = -boxes[:, 4] if clockwise else boxes[:, 4]
     cos, sin = jnp.cos(angle), jnp.sin(angle)
 
-    if sampling_ratio > 0:
-        bound_h = bound_w = sampling_ratio
-    else:
-        longest = max(height, width)
-        bound_h = roi_lib.adaptive_bound(longest, out_h)
-        bound_w = roi_lib.adaptive_bound(longest, out_w)
-    # Sample positions in the box's own frame, centred on the box.
-    ys, count_y, exists_y = roi_lib.bin_samples(-roi_h / 2, roi_h, out_h, bound_h, sampling_ratio)
-    xs, count_x, exists_x = roi_lib.bin_samples(-roi_w / 2, roi_w, out_w, bound_w, sampling_ratio)
-    # The grid (R, out_h, bound_h, out_w, bound_w), rotated into the map.
-    py, px = ys[:, :, :, None, None], xs[:, None, None]
-    c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
-    sample_y = py * c - px * s + center_y[:, None, None, None, None]
-    sample_x = py * s + px * c + center_x[:, None, None, None, None]
-    y_index, y_weight = roi_lib.axis_corners(sample_y, height)
-    x_index, x_weight = roi_lib.axis_corners(sample_x, width)
-
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
-    y_scale = (exists_y & inside[:, None]).astype(dtype) / jnp.maximum(count_y, 1)[:, None]
-    x_scale = exists_x.astype(dtype) / jnp.maximum(count_x, 1)[:, None]
-    y_weight = y_weight * y_scale[:, None, :, None, None, None]
-    x_weight = x_weight * x_scale[:, None, None, None, :, None]
-    pooled = roi_lib.pool_samples(
-        roi_lib.channels_last(x, data_format),
-        (batch[:, None, None],),
-        y_index,
-        y_weight,
-        x_index,
-        x_weight,
-        "avg",
+    # Sample positions in the box's own frame, centred on the box.  Adaptive sampling reads
+    # the samples that can fall on the map: the map's rectangle [-1, W] x [-1, H] seen from
+    # the box's frame spans an interval along each of the box's axes.
+    corner_y = np.array([-1.0, -1.0, height, height], dtype)[None, :] - center_y[:, None]
+    corner_x = np.array([-1.0, width, -1.0, width], dtype)[None, :] - center_x[:, None]
+    along_y = corner_y * cos[:, None] + corner_x * sin[:, None]
+    along_x = corner_x * cos[:, None] - corner_y * sin[:, None]
+    extent = math.hypot(height + 1, width + 1)
+    y = roi_lib.axis_samples(
+        -roi_h / 2,
+        roi_h,
+        out_h,
+        sampling_ratio,
+        height,
+        interval=(along_y.min(1)[:, None], along_y.max(1)[:, None], extent),
     )
+    x_axis = roi_lib.axis_samples(
+        -roi_w / 2,
+        roi_w,
+        out_w,
+        sampling_ratio,
+        width,
+        interval=(along_x.min(1)[:, None], along_x.max(1)[:, None], extent),
+    )
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    xt = roi_lib.channels_last(x, data_format)
+
+    def program(bound_y: int, bound_x: int, limit: Any) -> jax.Array:
+        ys, y_scale = y.positions(bound_y, average=True)
+        xs, x_scale = x_axis.positions(bound_x, average=True)
+        # The grid (R, out_h, bound_y, out_w, bound_x), rotated into the map.
+        py, px = ys[:, :, :, None, None], xs[:, None, None]
+        c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
+        sample_y = py * c - px * s + center_y[:, None, None, None, None]
+        sample_x = py * s + px * c + center_x[:, None, None, None, None]
+        y_index, y_weight = roi_lib.axis_corners(sample_y, height)
+        x_index, x_weight = roi_lib.axis_corners(sample_x, width)
+        y_scale = y_scale * inside.astype(dtype)[:, None, None]
+        y_weight = y_weight * y_scale[:, :, :, None, None, None]
+        x_weight = x_weight * x_scale[:, None, None, :, :, None]
+        return roi_lib.pool_samples(
+            xt, (batch[:, None, None],), y_index, y_weight, x_index, x_weight, "avg", limit
+        )
+
+    pooled = roi_lib.by_reach((y, x_axis), program)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
 
@@ -100,10 +115,9 @@ def roi_align_rotated(
         x = p_y * sin(angle) + p_x * cos(angle) + center_x
 
     read by bilinear interpolation with ROIAlign's border rules, and averaged over the bin.
-    With ``sampling_ratio=0`` a bin holds ``ceil(bin size)`` samples per axis; under ``jit`` the
-    count is capped at ``ceil(max(H, W) / out_h)`` (and ``/ out_w``), exact for every box whose
-    scaled sides are at most the map's longer side.  A region whose batch index lies outside
-    ``[0, N)`` gives zeros.
+    With ``sampling_ratio=0`` a bin holds ``ceil(bin size)`` samples per axis, whatever the
+    box's size; the program reads those that can fall on the map, at a cost set by the largest
+    count among the boxes.  A region whose batch index lies outside ``[0, N)`` gives zeros.
 
     Derivatives: in ``x``, the exact adjoint of the sampling; in ``rois`` (centre, sizes and
     angle), through the sample positions and the bilinear weights.  16-bit inputs are sampled

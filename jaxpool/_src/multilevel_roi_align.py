@@ -1,0 +1,260 @@
+"""ROIAlign over a feature pyramid: each box pooled once, on the level its size assigns it to."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpool._src import roi as roi_lib
+from jaxpool._src import window as window_lib
+from jaxpool._src.roi_align import MODES
+
+LEVEL_RULES = ("torchvision", "detectron2", "openvino")
+
+# The OpenVINO runtime's extractor: canonical box size and level, counted from the first map.
+_OPENVINO_SIZE, _OPENVINO_LEVEL = 224.0, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Pyramid:
+    """The static attributes of a multi-level ROIAlign, checked (a hashable ``jit`` argument)."""
+
+    align: roi_lib.Align
+    spatial_scales: tuple[float, ...]
+    mode: str
+    level_rule: str
+    canonical_size: float
+    canonical_level: int
+
+
+def levels(rois: jax.Array, attrs: Pyramid) -> tuple[jax.Array, jax.Array]:
+    """The level index of each box, ``[R]`` int32, and whether it is pooled at all (the OpenVINO
+    rule gives zeros for a box of area 0 or less).
+
+    Computed as each library computes it, in the boxes' dtype (float32 for 16-bit boxes): the
+    area ``(x2 - x1) * (y2 - y1)``, its square root divided by the canonical size (correctly
+    rounded), then the rule's logarithm, epsilon and floor.
+    """
+    boxes = rois.astype(roi_lib.compute_dtype(rois.dtype, rois.dtype))
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    count = len(attrs.spatial_scales)
+    if attrs.level_rule == "openvino":
+        ratio = roi_lib.divide(jnp.sqrt(area), _OPENVINO_SIZE)
+        k = jnp.floor(jnp.log2(ratio + np.asarray(1e-6, boxes.dtype)) + _OPENVINO_LEVEL)
+        low, high, keep = 0, count - 1, area > 0
+    else:
+        ratio = roi_lib.divide(jnp.sqrt(area), attrs.canonical_size)
+        if attrs.level_rule == "torchvision":
+            k = jnp.floor(attrs.canonical_level + jnp.log2(ratio) + np.asarray(1e-6, boxes.dtype))
+        else:
+            k = jnp.floor(attrs.canonical_level + jnp.log2(ratio + np.asarray(1e-8, boxes.dtype)))
+        low = round(-math.log2(attrs.spatial_scales[0]))
+        high, keep = low + count - 1, jnp.ones(area.shape, bool)
+    # A NaN box (no level by any rule) is pooled on the first level, as a clamp of -inf is.
+    k = jnp.clip(jnp.where(jnp.isnan(k), low, k), low, high)
+    return (k - low).astype(np.int32), keep
+
+
+def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, np.ndarray]:
+    """The levels laid out on one channels-last map ``[N, H_c, W_c, C]``, and the ``(row,
+    column)`` of each level's first element on it, ``[L, 2]``.
+
+    The first level takes the top rows; the others follow it side by side below.  One map lets
+    every box read its own level in one gather, with no (boxes x levels) work.
+    """
+    ncx = [window_lib.to_ncx_shape(f.shape, data_format) for f in features]
+    heights, widths = [s[2] for s in ncx], [s[3] for s in ncx]
+    origin = [(0, 0)] + [(heights[0], sum(widths[1:i])) for i in range(1, len(features))]
+    width = max(widths[0], sum(widths[1:]))
+    h_axis, w_axis = (2, 3) if data_format == "NCX" else (1, 2)
+
+    def padded(f: jax.Array, rows: int, columns: int) -> jax.Array:
+        pads = [(0, 0)] * 4
+        pads[h_axis], pads[w_axis] = (0, rows - f.shape[h_axis]), (0, columns - f.shape[w_axis])
+        return jnp.pad(f, pads)
+
+    if len(features) == 1:
+        whole = features[0]
+    else:
+        below = max(heights[1:])
+        row = jnp.concatenate(
+            [padded(f, below, f.shape[w_axis]) for f in features[1:]], axis=w_axis
+        )
+        whole = jnp.concatenate(
+            [padded(features[0], heights[0], width), padded(row, below, width)], axis=h_axis
+        )
+    return roi_lib.channels_last(whole, data_format), np.array(origin, np.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("attrs",))
+def _multilevel_roi_align(
+    features: tuple[jax.Array, ...], rois: jax.Array, batch_indices: jax.Array, attrs: Pyramid
+) -> jax.Array:
+    align = attrs.align
+    ncx = [window_lib.to_ncx_shape(f.shape, align.data_format) for f in features]
+    n, channels = ncx[0][:2]
+    dtype = features[0].dtype
+    empty = roi_lib.nothing_read(
+        n, rois.shape[0], channels, align.output_size, dtype, align.data_format
+    )
+    if empty is not None:
+        return empty
+    level, keep = levels(rois, attrs)
+    xt, origin = canvas(features, align.data_format)
+    per_level = np.array([(s[2], s[3]) for s in ncx], np.int32)
+    coords = roi_lib.compute_dtype(dtype, rois.dtype)
+    scale = jnp.asarray(np.array(attrs.spatial_scales, coords))[level]
+    y, x = roi_lib.aligned_axes(
+        rois,
+        dtype,
+        align,
+        (jnp.asarray(per_level[:, 0])[level], jnp.asarray(per_level[:, 1])[level]),
+        scale=scale,
+        offsets=(jnp.asarray(origin[:, 0])[level], jnp.asarray(origin[:, 1])[level]),
+        longest=(int(per_level[:, 0].max()), int(per_level[:, 1].max())),
+        at_least_one=True if attrs.level_rule == "openvino" else None,
+    )
+    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    pooled = roi_lib.pool_boxes(xt, (batch[:, None, None],), y, x, inside & keep, attrs.mode)
+    return roi_lib.from_channels_last(pooled.astype(dtype), align.data_format)
+
+
+def _check_features(features: Any, data_format: str) -> tuple[jax.Array, ...]:
+    """The pyramid's maps as arrays: at least one, each a valid ROI feature map, with one batch
+    size, channel count and dtype."""
+    if isinstance(features, (jax.Array, np.ndarray)) or not isinstance(features, Sequence):
+        raise TypeError(
+            "`features` must be a sequence of feature maps (finest first), got "
+            f"{type(features).__name__}."
+        )
+    if not features:
+        raise ValueError("`features` must hold at least one feature map, got an empty sequence.")
+    maps = tuple(jnp.asarray(f) for f in features)
+    shapes = [roi_lib.check_features(f, data_format) for f in maps]
+    if len({s[:2] for s in shapes}) > 1 or len({f.dtype for f in maps}) > 1:
+        described = ", ".join(f"{tuple(f.shape)} {f.dtype}" for f in maps)
+        raise ValueError(
+            f"`features` must share their batch size, channel count and dtype, got {described}."
+        )
+    return maps
+
+
+def _check_scales(spatial_scales: Any, levels_given: int) -> tuple[float, ...]:
+    """``spatial_scales`` as floats: one per level, powers of two, decreasing."""
+    if isinstance(spatial_scales, (str, bytes)) or not isinstance(spatial_scales, Sequence):
+        raise TypeError(
+            f"`spatial_scales` must be a sequence of floats, one per level, got {spatial_scales!r}."
+        )
+    scales = tuple(roi_lib.static_float("spatial_scales", s) for s in spatial_scales)
+    if len(scales) != levels_given:
+        raise ValueError(
+            f"`spatial_scales` (={spatial_scales!r}) must hold one scale per level of "
+            f"`features` ({levels_given})."
+        )
+    for s in scales:
+        if s <= 0 or 2.0 ** round(math.log2(s)) != s:
+            raise ValueError(
+                f"`spatial_scales` (={spatial_scales!r}) must be powers of two such as 1/4, "
+                f"got {s!r}."
+            )
+    if any(b >= a for a, b in zip(scales, scales[1:])):
+        raise ValueError(
+            f"`spatial_scales` (={spatial_scales!r}) must decrease: the levels go finest first."
+        )
+    return scales
+
+
+def multilevel_roi_align(
+    features: Sequence[jax.typing.ArrayLike],
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scales: Sequence[float],
+    sampling_ratio: int = 0,
+    mode: str = "avg",
+    aligned_mode: str = "half_pixel_for_nn",
+    level_rule: str = "torchvision",
+    canonical_size: float = 224,
+    canonical_level: int = 4,
+    data_format: str = "NCX",
+) -> jax.Array:
+    """ROIAlign over a feature pyramid (FPN): each box pooled once, on the level its size
+    assigns it to.
+
+    ``features`` holds ``L`` maps, finest first, and ``spatial_scales`` their factors from
+    image pixels (powers of two, e.g. ``(1/4, 1/8, 1/16, 1/32)``).  Box ``r`` is ``rois[r] =
+    (x_1, y_1, x_2, y_2)`` on image ``batch_indices[r]``, in image pixels; with ``area = (x_2 -
+    x_1) * (y_2 - y_1)``, its level by ``level_rule``:
+
+    * ``"torchvision"`` (``MultiScaleRoIAlign``): ``k = floor(canonical_level +
+      log2(sqrt(area) / canonical_size) + 1e-6)``;
+    * ``"detectron2"`` (``ROIPooler``): ``k = floor(canonical_level + log2(sqrt(area) /
+      canonical_size + 1e-8))``;
+
+    each clamped to the levels given (``k_min = -log2(spatial_scales[0])`` to ``k_max =
+    -log2(spatial_scales[-1])``), the box pooled on level ``k - k_min``; or
+
+    * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the runtime computes it):
+      level ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever
+      its scale, clamped to ``[0, L - 1]``; a box of area 0 or less gives zeros, and the box's
+      width and height on its level are at least 1 in every ``aligned_mode`` (``canonical_size``
+      and ``canonical_level`` are not used).
+
+    The box is then pooled exactly as :func:`jaxpool.roi_align` pools it on that level alone
+    with ``spatial_scale`` the level's scale: the same modes, aligned modes, sampling (including
+    adaptive sampling's ``ceil(bin size)`` samples for every box) and derivatives.  All levels
+    are read by one program, whose cost is set by the boxes (each read on its own level), not
+    by the number of levels.
+
+    Args:
+      features: a sequence of ``L`` maps ``[N, C, H_l, W_l]`` (``NCX``) or ``[N, H_l, W_l, C]``
+        (``NXC``) with one batch size, channel count and floating dtype.
+      rois: boxes ``[R, 4]``, floating, in image pixels.
+      batch_indices: ``[R]`` integers, the image of each box.
+      output_size: ``out_h`` and ``out_w``, an int or a pair.
+      spatial_scales: ``L`` factors from image pixels to each level's pixels.
+      sampling_ratio: samples per bin and axis; 0 means adaptive, ``ceil`` of the bin size.
+      mode: ``"avg"`` or ``"max"`` (the runtime's ROIAlign max, which starts from 0).
+      aligned_mode: ``"half_pixel_for_nn"`` (torchvision's ``aligned=True``), ``"asymmetric"``
+        or ``"half_pixel"``, as in :func:`jaxpool.roi_align`.
+      level_rule: ``"torchvision"``, ``"detectron2"`` or ``"openvino"``.
+      canonical_size: the box size (square root of the area) of ``canonical_level``.
+      canonical_level: the level ``k`` of boxes of ``canonical_size``.
+      data_format: ``"NCX"`` or ``"NXC"``.
+
+    Returns:
+      ``[R, C, out_h, out_w]`` (``NCX``) or ``[R, out_h, out_w, C]`` (``NXC``), with the dtype of
+      the features.
+
+    Example:
+      >>> import jax.numpy as jnp, jaxpool
+      >>> p2, p3 = jnp.ones((1, 1, 16, 16)), 2 * jnp.ones((1, 1, 8, 8))
+      >>> rois = jnp.array([[0.0, 0.0, 20.0, 20.0], [0.0, 0.0, 60.0, 60.0]])
+      >>> y = jaxpool.multilevel_roi_align(
+      ...     [p2, p3], rois, jnp.array([0, 0]), 2, spatial_scales=(1 / 4, 1 / 8),
+      ...     canonical_size=32, canonical_level=3)
+      >>> y[:, 0, 0, 0].tolist()
+      [1.0, 2.0]
+    """
+    window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
+    maps = _check_features(features, data_format)
+    rois, batch_indices = jnp.asarray(rois), jnp.asarray(batch_indices)
+    roi_lib.check_batch_indices(batch_indices, roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)"))
+    scales = _check_scales(spatial_scales, len(maps))
+    align = roi_lib.Align.of(output_size, 1.0, sampling_ratio, aligned_mode, data_format)
+    window_lib.choice("mode", mode, MODES)
+    window_lib.choice("level_rule", level_rule, LEVEL_RULES)
+    size = roi_lib.static_float("canonical_size", canonical_size)
+    if size <= 0:
+        raise ValueError(f"`canonical_size` (={canonical_size!r}) must be positive.")
+    level = window_lib.static_int("canonical_level", canonical_level)
+    attrs = Pyramid(align, scales, mode, level_rule, size, level)
+    return _multilevel_roi_align(maps, rois, batch_indices, attrs)
