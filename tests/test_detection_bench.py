@@ -2,12 +2,12 @@
 
 One ``--quick --check`` run: a two-level pyramid of a 100x136 image with 8 channels and a few
 boxes; the box head forward (every contender: ``multilevel_roi_align``, the per-level calls,
-the all-levels program, the gather floor, OpenVINO's extractor), the mask head with adaptive
-sampling forward+backward (its references: the forward, ``sampling_ratio=2``), and the
-adaptive-sampling workload under ``vmap``, forward+backward.  The timings mean nothing here;
+the all-levels program, the gather floor, OpenVINO's extractor), the mask head
+forward+backward (with its forward as a reference), and adaptive sampling under ``vmap``,
+forward+backward.  The timings mean nothing here;
 the checks (``multilevel_roi_align`` against the per-level and all-levels programs), the
 targets, the results file and the Performance page's table of it are what is tested.  The
-results go to ``tmp_path`` only.
+results go to ``tmp_path`` only.  About 30 s of CPU time (2 cores), most of it compiling.
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import benchmark_summary  # noqa: E402
 import detection  # noqa: E402
-
-import jaxpool  # noqa: E402
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(jaxpool, "multilevel_roi_align"),
-    reason="the benchmark's subject, jaxpool.multilevel_roi_align, is not there yet",
-)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +91,6 @@ def test_every_target_is_measured(quick_run):
         "multilevel-NCX / openvino",
         "multilevel-NCX / multilevel-NXC",
         "multilevel-NXC / multilevel-NXC fwd",
-        "multilevel-NCX / multilevel-NCX sr=2",
         "multilevel-NCX compile",
         "sr=0-NXC / sr=2-NXC",
     ):
@@ -122,4 +114,5 @@ def test_performance_summary_takes_every_target(quick_run):
     targets = [t for g in result["groups"] for t in g["targets"]]
     assert total == len(targets)
     assert met == sum(t["verdict"] == "PASS" for t in targets)
-    assert len(table.splitlines()) == 2 + len(results.rows)
+    # every row but the adaptive sampling on the pyramid, whose groups are not among QUICK
+    assert len(table.splitlines()) == 2 + len(results.rows) - 1
