@@ -377,16 +377,20 @@ def flat_pyramid(features_nxc: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([f.reshape(-1, channels) for f in features_nxc])
 
 
-def gather_floor(table: jax.Array, corners: list[tuple[jax.Array, jax.Array]]) -> list[jax.Array]:
-    """Per group, the weighted sum of each bin's corner rows: ``(B, C)``.  One read per corner
-    slot, added elementwise, so that XLA fuses the reads and the sum into one loop."""
-    out = []
+def gather_floor(table: jax.Array, corners: list[tuple[jax.Array, jax.Array]]) -> jax.Array:
+    """The weighted sum of each bin's corner rows, the groups' bins one after another in one
+    array ``(sum B, C)``, as the pooling ops return one array (whose pages a large one faults
+    in on every call).  One read per corner slot, added elementwise, so that XLA fuses the
+    reads and the sum into one loop, which writes its group's rows in place."""
+    out = jnp.zeros((sum(rows.shape[0] for rows, _ in corners), table.shape[1]), table.dtype)
+    start = 0
     for rows, weights in corners:
         total = None
         for k in range(rows.shape[1]):
             term = table[rows[:, k]] * weights[:, k, None]
             total = term if total is None else total + term
-        out.append(total)
+        out = lax.dynamic_update_slice(out, total, (start, 0))
+        start += rows.shape[0]
     return out
 
 
