@@ -52,7 +52,8 @@ rotating order after a warm-up, each timed stretch after ``--settle-ms`` of idle
 contenders are compiled ahead of time; a program whose XLA temp memory exceeds
 ``--max-temp-gib`` is left out of its group (its targets read ``n/a``).  ``--check`` compares
 the outputs (forward) or gradients (forward+backward) of ``multilevel_roi_align`` with the
-per-level and all-levels programs' before timing.
+per-level and all-levels programs' and the other layout's, and in the forward with the gather
+floor's (which so reads the samples jaxpool reads), before timing.
 
 Run ``python3 benchmarks/detection.py --help`` for the options; see ``benchmarks/README.md``.
 """
@@ -329,16 +330,17 @@ def sample_counts(rois: np.ndarray, scale: np.ndarray, out: int, ratio: int) -> 
 
 def floor_corners(
     rois: np.ndarray, batch: np.ndarray, levels: np.ndarray, pyramid: Pyramid, out: int, ratio: int
-) -> list[tuple[np.ndarray, np.ndarray]]:
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """The corners read by the samples of every bin, grouped by the number of samples per bin
     ``n``: per group, the rows ``(B, 4 n)`` (int32) of the pyramid flattened channels-last
     (levels one after another, each ``[N, H, W]`` row-major) and their weights ``(B, 4 n)``,
-    divided by ``n``; ``B`` is the group's boxes times ``out * out`` bins."""
+    divided by ``n``; ``B`` is the group's boxes times ``out * out`` bins.  And the boxes in
+    the order of the groups' bins (a box without samples has none)."""
     shapes = np.asarray(pyramid.shapes)
     scales = np.asarray(pyramid.scales)[levels]
     offsets = np.concatenate([[0], np.cumsum(pyramid.batch * shapes[:, 0] * shapes[:, 1])])
     counts = sample_counts(rois, scales, out, ratio)
-    groups: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    groups: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for cy, cx in sorted({tuple(c) for c in counts}):
         if cy * cx == 0:
             continue
@@ -364,11 +366,12 @@ def floor_corners(
         n = cy * cx
         row = row.reshape(len(mine) * out * out, 4 * n).astype(np.int32)
         weight = weight.reshape(len(mine) * out * out, 4 * n).astype(np.float32)
-        groups.setdefault(n, []).append((row, weight))
-    return [
-        (np.concatenate([r for r, _ in parts]), np.concatenate([w for _, w in parts]))
-        for _, parts in sorted(groups.items())
+        groups.setdefault(n, []).append((row, weight, mine))
+    parts = [groups[n] for n in sorted(groups)]
+    corners = [
+        (np.concatenate([p[0] for p in g]), np.concatenate([p[1] for p in g])) for g in parts
     ]
+    return corners, np.concatenate([p[2] for g in parts for p in g])
 
 
 def flat_pyramid(features_nxc: list[np.ndarray]) -> np.ndarray:
@@ -509,8 +512,8 @@ def openvino_extractor(
 # --------------------------------------------------------------------------------------------
 
 
-def compare(label: str, got: Any, want: Any) -> dict:
-    """One check: equal to float32 rounding, relative to the largest value compared."""
+def compare(label: str, got: Any, want: Any, rtol: float = 1e-5) -> dict:
+    """One check: equal to ``rtol`` (float32 rounding) relative to the largest value compared."""
     got = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(got)]
     want = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(want)]
     ok = len(got) == len(want) and all(a.shape == b.shape for a, b in zip(got, want))
@@ -518,20 +521,19 @@ def compare(label: str, got: Any, want: Any) -> dict:
     if ok:
         err = max((float(np.abs(a - b).max()) if a.size else 0.0) for a, b in zip(got, want))
         scale = max((float(np.abs(b).max()) if b.size else 0.0) for b in want)
-        ok = err <= 1e-5 * max(scale, 1e-6)
+        ok = err <= rtol * max(scale, 1e-6)
     return {"check": label, "ok": ok, "max_abs_err": err}
 
 
-def to_ncx(a: Any, layout: str) -> np.ndarray:
-    return bench.to_layout(np.asarray(a), "NCX", source=layout)
-
-
 def check_detection(
-    by_name: dict[str, Contender], levels: np.ndarray, mode: str, num_levels: int
+    by_name: dict[str, Contender], levels: np.ndarray, mode: str, floor_order: np.ndarray
 ) -> list[dict]:
-    """``multilevel-NCX``'s outputs (or gradients) against the per-level programs' (reassembled
-    in box order), the all-levels program's and ``multilevel-NXC``'s."""
+    """``multilevel_roi_align``'s outputs (or gradients) against the per-level programs'
+    (reassembled in box order), the all-levels program's, the other layout's, and in the
+    forward the gather floor's (its boxes in ``floor_order``: the floor reads the samples that
+    jaxpool reads; the host computes their positions in float64)."""
     checks = []
+    num_levels = int(levels.max()) + 1 if len(levels) else 0
     for layout in LAYOUTS:
         ml = by_name.get(f"multilevel-{layout}")
         if ml is None:
@@ -561,6 +563,10 @@ def check_detection(
         else:
             got = [np.moveaxis(np.asarray(g), -1, 1) for g in got]
         checks.append(compare("multilevel-NXC against multilevel-NCX", got, want))
+    if mode == "fwd" and FLOOR in by_name and "multilevel-NXC" in by_name:
+        want = np.asarray(by_name["multilevel-NXC"].outputs)[floor_order]
+        got = np.asarray(by_name[FLOOR].outputs).reshape(want.shape)
+        checks.append(compare(f"{FLOOR} values", got, want, rtol=1e-4))
     return checks
 
 
@@ -663,10 +669,8 @@ def detection_group(head: Head, ratio: int, mode: str, data: dict, args, opts: O
         cs += parts
         per_level[layout] = parts
 
-    corners = [
-        (jnp.asarray(rw), jnp.asarray(w))
-        for rw, w in floor_corners(rois, batch, levels, pyramid, out, ratio)
-    ]
+    corners, floor_order = floor_corners(rois, batch, levels, pyramid, out, ratio)
+    corners = [(jnp.asarray(rw), jnp.asarray(w)) for rw, w in corners]
     if backward:
         cts = [
             jnp.asarray(rng.standard_normal((rw.shape[0], pyramid.channels), np.float32))
@@ -681,7 +685,7 @@ def detection_group(head: Head, ratio: int, mode: str, data: dict, args, opts: O
         cs.append(openvino_extractor(data["NCX_np"], rois, batch, pyramid, out, ratio))
 
     by_name = {c.name: c for c in cs}
-    checks = check_detection(by_name, levels, mode, len(scales)) if args.check else []
+    checks = check_detection(by_name, levels, mode, floor_order) if args.check else []
     bench.interleaved(cs, **bench.timing(args))
     for layout, parts in per_level.items():
         if parts:
@@ -846,7 +850,7 @@ def print_checks(g: dict) -> None:
         print(f"    check {c['check']:<44} max abs err {c['max_abs_err']:.2e} {verdict}")
 
 
-def _per_layout(*names: str, key: str = "median_s", spec: str = ".4g", scale: float = 1e3):
+def _per_layout(*names: str, key: str = "median_s", spec: str = ".5g", scale: float = 1e3):
     """A table cell: ``key`` of the first of ``names`` (``{L}`` the layout) that the group
     has, NCX / NXC."""
 
@@ -874,8 +878,8 @@ TABLE: tuple[tuple[str, Callable[[dict], str]], ...] = (
     ("multilevel ms", _per_layout("multilevel-{L}")),
     ("per-level ms", _per_layout("per-level-{L}")),
     ("all-levels ms", _per_layout("all-levels-{L}")),
-    ("gather floor ms", lambda g: bench.cell(g, FLOOR, "median_s", ".4g", 1e3)),
-    ("openvino ms", lambda g: bench.cell(g, "openvino", "median_s", ".4g", 1e3)),
+    ("gather floor ms", lambda g: bench.cell(g, FLOOR, "median_s", ".5g", 1e3)),
+    ("openvino ms", lambda g: bench.cell(g, "openvino", "median_s", ".5g", 1e3)),
     ("sr=0 ms", _per_layout("sr=0-{L}")),
     ("sr=2 ms", _per_layout("sr=2-{L}", "multilevel-{L} sr=2")),
     ("compile s", _per_layout("multilevel-{L}", key="compile_s", spec=".2f", scale=1.0)),
