@@ -288,9 +288,15 @@ def summary(root: pathlib.Path) -> str:
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         table, met, total = summary_table(results, data)
+        unmeasured = sum(t["value"] is None for g in data["groups"] for t in g["targets"])
+        more = (
+            f" {unmeasured} more have no value: a program they compare was left out of the run."
+            if unmeasured
+            else ""
+        )
         out += [
             f"## {results.title}: {met} of {total} targets met\n",
-            f"`{results.path}`: {_describe(data['meta'])}.\n",
+            f"`{results.path}`: {_describe(data['meta'])}.{more}\n",
             table,
         ]
     return "\n".join(out)
