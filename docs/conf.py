@@ -4,8 +4,8 @@ Build it with ``sphinx-build -W -b html docs docs/_build/html`` (``pip install -
 first).  The build needs no network: intersphinx links to JAX, Flax and NumPy are made only
 when ``JAXPOOL_DOCS_INTERSPHINX=1`` is set (their inventories are downloaded then), and the
 pages load nothing from a CDN.  ``_ext/jaxpool_docs.py`` copies the notebooks and the
-benchmark results into the source tree, draws the pictures of the Semantics page and fails the
-build when a public name has no API entry.
+benchmark results into the source tree, draws the pictures of the Semantics and Detection
+pages and fails the build when a public name has no API entry.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ DOCS = ROOT / "docs"
 PAGES_WITH_CODE = [
     "index.md",
     "getting_started.md",
+    "detection.md",
     "porting/pytorch.md",
     "porting/flax.md",
     "porting/openvino.md",
@@ -76,6 +77,7 @@ def test_site_has_every_page(built_site):
         "index.html",
         "getting_started.html",
         "semantics.html",
+        "detection.html",
         "porting/pytorch.html",
         "porting/flax.html",
         "porting/openvino.html",
@@ -105,8 +107,10 @@ def test_pictures_are_in_the_site(built_site):
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", notebook)) >= 7  # executed, drawn
     semantics = (built_site / "semantics.html").read_text()
     performance = (built_site / "performance.html").read_text()
+    detection = (built_site / "detection.html").read_text()
     for html, names in [
         (semantics, ["rounding.png", "auto_pad.png", "adaptive.png"]),
+        (detection, ["fpn_levels.png"]),
         (performance, ["latest.png", "training_cpu.png", "gpu.png"]),
     ]:
         for name in names:
@@ -259,3 +263,19 @@ def test_hosted_docs_build_as_the_readme_says():
     assert re.search(r"extra_requirements:\s*\n\s*- docs\b", config)
     assert "configuration: docs/conf.py" in config
     assert "fail_on_warning: true" in config
+
+
+def test_detection_picture_draws_the_level_rules():
+    """The Detection page's picture (docs/_ext/pyramid_figures.py) changes maps where the page
+    says each rule does, and at the maps ``jaxpool.multilevel_roi_align`` chooses."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import pyramid_figures
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    usual, coarser = pyramid_figures.PYRAMIDS
+    for rule in pyramid_figures.RULES:
+        assert [round(t) for t in pyramid_figures.thresholds(rule, usual)] == [112, 224, 448]
+        on_coarser = [round(t) for t in pyramid_figures.thresholds(rule, coarser)]
+        assert on_coarser == ([112, 224, 448] if rule == "openvino" else [224, 448, 896])
+    pyramid_figures.check_against_jaxpool()

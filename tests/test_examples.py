@@ -83,3 +83,18 @@ def test_quickstart_writes_its_figure_outside_the_checkout(tmp_path, monkeypatch
     assert out["figure"] == str(tmp_path / "jaxpool_quickstart.png")
     assert (tmp_path / "jaxpool_quickstart.png").exists()
     assert str(tmp_path) in capsys.readouterr().out
+
+
+def test_fpn_head(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # it imports the task from roi_head.py
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
+        out = load("fpn_head").main(steps=100)
+    # Both levels pool objects and background proposals, and the head learns on each: four
+    # classes give a chance accuracy of about 0.25, and refinement improves the boxes.
+    assert out["accuracy"] >= 0.85, out
+    for level in out["levels"].values():
+        assert level["objects"] >= 20 and level["proposals"] - level["objects"] >= 20, out
+        assert level["accuracy"] >= 0.75, out
+        assert level["iou_after"] > level["iou_before"], out
+    printed = capsys.readouterr().out
+    assert "P1 (stride 2)" in printed and "P2 (stride 4)" in printed

@@ -7,7 +7,8 @@
 * The Performance page's summary of the benchmark targets is written from the committed
   results (``benchmark_summary.py``) into ``docs/_generated/performance_summary.md``.
 * The pictures of the Semantics page are drawn with matplotlib from what jaxpool computes,
-  into ``docs/_generated/figures/``.
+  and the Detection page's from the level rules (checked against jaxpool), into
+  ``docs/_generated/figures/``.
 * API coverage: once the documents are read, every name in the ``__all__`` of the modules in
   ``jaxpool_api_modules`` must have an API entry (a documented function, class or module of
   that full name); each missing one is reported and the build fails.
@@ -120,17 +121,20 @@ def rewrite_design_links(app: Sphinx, docname: str, source: list[str]) -> None:
 
 
 def draw_figures(app: Sphinx, config: object) -> None:
-    """Draws the Semantics page's pictures (skipped when they are newer than jaxpool)."""
+    """Draws the pictures of the Semantics and Detection pages; a module's pictures are kept
+    when they are newer than the module and jaxpool."""
+    import pyramid_figures
     import semantics_figures
 
     out = DOCS / "_generated" / "figures"
-    sources = [pathlib.Path(semantics_figures.__file__), *(ROOT / "jaxpool").rglob("*.py")]
-    newest = max(p.stat().st_mtime for p in sources)
-    names = semantics_figures.NAMES
-    if all((out / n).exists() and (out / n).stat().st_mtime > newest for n in names):
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    semantics_figures.draw_all(out)
+    package = [p.stat().st_mtime for p in (ROOT / "jaxpool").rglob("*.py")]
+    for module in (semantics_figures, pyramid_figures):
+        newest = max(pathlib.Path(module.__file__).stat().st_mtime, *package)
+        names = module.NAMES
+        if all((out / n).exists() and (out / n).stat().st_mtime > newest for n in names):
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        module.draw_all(out)
 
 
 def clean_linen_signature(app, what, name, obj, options, signature, return_annotation):

@@ -271,7 +271,6 @@ def pool_samples(
     x_index: jax.Array,
     x_weight: jax.Array,
     mode: str,
-    limit: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """The average (weights pre-divided by the sample count) or the runtime's maximum of the
     bilinear samples of each bin: ``(R, out_h, out_w, C)``.
@@ -280,25 +279,28 @@ def pool_samples(
     broadcast to it, with ``K`` corners per sample and axis (2 for a bilinear sample);
     ``lead`` holds integer arrays of rank 3 that index the axes of ``xt`` before its rows and
     columns (the batch index, and for position-sensitive pooling the bin) and broadcast to
-    ``(R, out_h, out_w)``.  ``limit`` (two unbatched integer scalars) says that no bin holds
-    samples at or past ``limit`` along either axis (their weights are 0): the loop over tiles
-    skips them.
+    ``(R, out_h, out_w)``.
     """
     s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
-    if limit is not None or s_h * s_w * y_index.shape[-1] * x_index.shape[-1] > UNROLLED_READS:
-        return _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit)
+    if s_h * s_w * y_index.shape[-1] * x_index.shape[-1] > UNROLLED_READS:
+        return _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode)
     if mode == "avg":
         return _unrolled_average(xt, lead, y_index, y_weight, x_index, x_weight)
     return _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode)
 
 
-def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit):
-    """:func:`pool_samples` as a loop over tiles of samples, each tile pooled by the chain:
-    tiles of ``5 x 5`` one-corner samples (an adaptive bin's window of elements,
-    :meth:`Axis.corners`) or of ``4 x 4`` bilinear samples; tiles past ``limit`` are skipped.
-    """
+def tile_side(corners: int) -> int:
+    """The side of the square tiles :func:`pool_samples` loops over, in samples of ``corners``
+    reads each: 5 x 5 one-corner samples (an adaptive bin's window of elements,
+    :meth:`Axis.corners`) or 4 x 4 bilinear samples."""
+    return 5 if corners == 1 else 4
+
+
+def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode):
+    """:func:`pool_samples` as a loop over tiles of samples (:func:`tile_side`), each tile
+    pooled by the chain."""
     s_h, s_w = max(y_index.shape[2], x_index.shape[2]), max(y_index.shape[4], x_index.shape[4])
-    side = 5 if y_index.shape[-1] * x_index.shape[-1] == 1 else 4
+    side = tile_side(y_index.shape[-1] * x_index.shape[-1])
     tile_h, tile_w = min(side, s_h), min(side, s_w)
     grid_h, grid_w = -(-s_h // tile_h) * tile_h, -(-s_w // tile_w) * tile_w
 
@@ -320,11 +322,6 @@ def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit):
             a = lax.dynamic_slice_in_dim(a, left, tile_w, 4)
         return a
 
-    def unless(skip: Any, step: Callable[[jax.Array], jax.Array], pooled: jax.Array):
-        if limit is None:
-            return step(pooled)
-        return lax.cond(skip, lambda p: p, step, pooled)
-
     def tile_row(pooled, top):
         def tile(pooled, left):
             def pool(pooled):
@@ -335,11 +332,10 @@ def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode, limit):
                 # Each tile's maximum starts from 0, and an earlier tile keeps a tie.
                 return jnp.where(value > pooled, value, pooled)
 
-            return unless(limit is not None and left >= limit[1], pool, pooled), None
+            return pool(pooled), None
 
         lefts = jnp.arange(0, s_w, tile_w, dtype=np.int32)
-        row = lambda p: lax.scan(tile, p, lefts)[0]  # noqa: E731
-        return unless(limit is not None and top >= limit[0], row, pooled), None
+        return lax.scan(tile, pooled, lefts)[0], None
 
     shape = (
         max(y_index.shape[0], x_index.shape[0]),
@@ -617,28 +613,55 @@ def _batch_max_vmap(axis_size, in_batched, value):
     return jnp.max(value), False
 
 
-# Adaptive sampling runs one of two programs, chosen at run time by the largest number of
-# samples a bin of any box reaches: one for at most this many per axis, which reads them in
-# one fused loop, and one for any number, which loops over tiles of samples and skips those
-# past the largest reach.
+# Adaptive sampling runs one of several programs, chosen at run time by the largest number of
+# samples a bin of any box reaches: one for at most ``STATIC_BOUND`` samples per axis, whose
+# reads are one fused loop, then programs that loop over 1, 2 x 2, 4 x 4, ... tiles of samples
+# (:func:`tile_side`), up to every sample a bin of any box can reach.  A loop that skipped
+# unneeded tiles at run time would copy its carry on every skipped step.
 STATIC_BOUND = 2
+SMALL_MAP_TILES = 64
 
 
-def by_reach(axes: tuple[Axis, ...], program: Callable[..., jax.Array]) -> jax.Array:
-    """``program(*bounds, limit)`` with one static sample bound per axis: the fixed ratios
-    (``limit`` None), or for adaptive sampling, chosen at run time by the largest reach of any
-    bin of any box, :data:`STATIC_BOUND` (``limit`` None) or else each axis's ``top`` with
-    ``limit`` the largest reaches (unbatched int32 scalars)."""
+def bucket_bounds(top: int, side: int, window: bool) -> tuple[int, ...]:
+    """The static sample bounds of the programs adaptive sampling chooses among, for bins that
+    reach at most ``top`` samples per axis: ``STATIC_BOUND``, then the bounds whose samples
+    (their windows' elements where ``window``) fill ``1, 2, 4, ...`` tiles of ``side`` per
+    axis, then ``top``."""
+    tiles = lambda b: math.ceil((b + int(window)) / side) ** 2  # noqa: E731
+    bounds = [STATIC_BOUND]
+    # Each program costs its compile time: on maps where every bin's tiles are few, one
+    # program for every count beyond the fused one.
+    if tiles(top) >= SMALL_MAP_TILES:
+        count = 1
+        while (bound := side * count - int(window)) < top:
+            if bound > bounds[-1]:
+                bounds.append(bound)
+            count *= 2
+        # A bound with more than half the tiles of ``top``'s is not worth a program of its own.
+        if len(bounds) > 1 and 2 * tiles(bounds[-1]) >= tiles(top):
+            bounds.pop()
+    return (*(b for b in bounds if b < top), top)
+
+
+def by_reach(
+    axes: tuple[Axis, ...], program: Callable[..., jax.Array], window: bool = False
+) -> jax.Array:
+    """``program(*bounds)`` with one static sample bound per axis: the fixed ratios, or for
+    adaptive sampling the smallest of :func:`bucket_bounds` that holds the largest reach of any
+    bin of any box (each axis's bound at most its ``top``), chosen at run time."""
     reaches = [axis.reach for axis in axes if axis.reach is not None]
     tops = [axis.top for axis in axes]
     if len(reaches) < len(axes):
-        return program(*tops, None)
-    limit = tuple(batch_max(lax.stop_gradient(r).max().astype(np.int32)) for r in reaches)
-    if max(tops) <= STATIC_BOUND:
-        return program(*tops, None)
-    small = functools.partial(program, *(min(STATIC_BOUND, t) for t in tops), None)
-    large = lambda: program(*tops, limit)  # noqa: E731
-    return lax.cond(functools.reduce(jnp.maximum, limit) <= STATIC_BOUND, small, large)
+        return program(*tops)
+    side = tile_side(1 if window else 4)
+    buckets = bucket_bounds(max(tops), side, window)
+    branches = [functools.partial(program, *(min(b, t) for t in tops)) for b in buckets]
+    if len(branches) == 1:
+        return branches[0]()
+    need = functools.reduce(jnp.maximum, [lax.stop_gradient(r).max() for r in reaches])
+    need = batch_max(need.astype(np.int32))
+    index = jnp.sum(need > np.asarray(buckets[:-1], np.int32), dtype=np.int32)
+    return lax.switch(index, branches)
 
 
 def pool_boxes(
@@ -653,7 +676,7 @@ def pool_boxes(
     average = mode == "avg"
     window = average and y.lowest is not None
 
-    def program(bound_y: int, bound_x: int, limit: Any) -> jax.Array:
+    def program(bound_y: int, bound_x: int) -> jax.Array:
         y_index, y_weight = y.corners(bound_y, average, window)
         x_index, x_weight = x.corners(bound_x, average, window)
         y_weight = y_weight * keep.astype(y_weight.dtype)[:, None, None, None]
@@ -665,10 +688,9 @@ def pool_boxes(
             x_index[:, None, None],
             x_weight[:, None, None],
             mode,
-            None if limit is None else tuple(n + int(window) for n in limit),
         )
 
-    return by_reach((y, x), program)
+    return by_reach((y, x), program, window)
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def _roi_align_rotated(
     batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     xt = roi_lib.channels_last(x, data_format)
 
-    def program(bound_y: int, bound_x: int, limit: Any) -> jax.Array:
+    def program(bound_y: int, bound_x: int) -> jax.Array:
         ys, y_scale = y.positions(bound_y, average=True)
         xs, x_scale = x_axis.positions(bound_x, average=True)
         # The grid (R, out_h, bound_y, out_w, bound_x), rotated into the map.
@@ -83,7 +83,7 @@ def _roi_align_rotated(
         y_weight = y_weight * y_scale[:, :, :, None, None, None]
         x_weight = x_weight * x_scale[:, None, None, :, :, None]
         return roi_lib.pool_samples(
-            xt, (batch[:, None, None],), y_index, y_weight, x_index, x_weight, "avg", limit
+            xt, (batch[:, None, None],), y_index, y_weight, x_index, x_weight, "avg"
         )
 
     pooled = roi_lib.by_reach((y, x_axis), program)
