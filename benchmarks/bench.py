@@ -28,8 +28,9 @@ On a GPU (JAX's default backend ``gpu``) the PyTorch peers run on CUDA (``torch-
 ``torch-CL``) and OpenVINO, a CPU runtime, is left out; the results go to
 ``results/gpu.json``.
 
-This module is also the harness of ``training.py`` and ``roi_bench.py``: the contenders, the
-interleaved rounds, the paired ratios, the targets and the printed and written results.
+This module is also the harness of ``training.py``, ``roi_bench.py`` and ``detection.py``: the
+contenders, the interleaved rounds, the paired ratios, the targets and the printed and written
+results.
 
 Run ``python3 benchmarks/bench.py --help`` for the options; see ``benchmarks/README.md``.
 """
@@ -254,10 +255,21 @@ def nbytes(*trees: Any) -> int:
 COMPILES = 3  # compile time: the median of this many compilations from a cleared cache
 
 
-def jax_contender(name: str, fn: Callable, *args: Any, compiles: int = COMPILES) -> Contender:
+class TooLarge(MemoryError):
+    """A compiled program needs more scratch memory than the caller allows."""
+
+
+def jax_contender(
+    name: str,
+    fn: Callable,
+    *args: Any,
+    compiles: int = COMPILES,
+    max_temp_bytes: int | None = None,
+) -> Contender:
     """Compiles ``fn`` ahead of time (timed: the median of ``compiles`` tracings and
     compilations, each after ``jax.clear_caches()``) and returns a contender calling the
-    executable, with the outputs of a first call."""
+    executable, with the outputs of a first call.  A program whose XLA temp memory exceeds
+    ``max_temp_bytes`` raises :class:`TooLarge` before it runs."""
     times = []
     for _ in range(max(1, compiles)):
         jax.clear_caches()
@@ -267,6 +279,8 @@ def jax_contender(name: str, fn: Callable, *args: Any, compiles: int = COMPILES)
     compile_s = float(np.median(times))
     memory = compiled.memory_analysis()
     temp = None if memory is None else int(memory.temp_size_in_bytes)
+    if max_temp_bytes is not None and temp is not None and temp > max_temp_bytes:
+        raise TooLarge(f"{name} needs {temp / 2**30:.1f} GiB of XLA temp memory")
     out = jax.block_until_ready(compiled(*args))
     return Contender(
         name,
@@ -906,6 +920,8 @@ COLUMNS: tuple[tuple[str, int, str, Callable[[dict], str]], ...] = (
         lambda r: fmt(r["temp_bytes"] and r["temp_bytes"] / 2**20, ".2f"),
     ),
     ("faults", 8, "faults_per_call", lambda r: fmt(r["faults_per_call"], ".0f")),
+    ("first call s", 13, "first_call_s", lambda r: fmt(r["first_call_s"], ".3f")),
+    ("x gather", 9, "x_gather", lambda r: fmt(r["x_gather"], ".2f")),
 )
 
 

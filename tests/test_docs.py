@@ -198,6 +198,9 @@ def test_performance_summary_counts_every_target():
     finally:
         sys.path.remove(str(DOCS / "_ext"))
     for results in benchmark_summary.RESULTS:
+        if not results.required and not (ROOT / results.path).exists():
+            assert results.command, results.path  # the page says how to write it
+            continue
         data = json.loads((ROOT / results.path).read_text())
         targets = [t for g in data["groups"] for t in g["targets"] if t["value"] is not None]
         table, met, total = benchmark_summary.summary_table(results, data)

@@ -1,12 +1,13 @@
 """The Performance page's summary: one short table of targets per committed results file.
 
-Every figure comes from the JSON that ``benchmarks/bench.py`` and ``benchmarks/training.py``
-write (each group's ``targets``: ``label``, ``value``, ``limit``, ``unit``, ``verdict``), so the
-table cannot disagree with the committed results.  Targets are gathered into a few rows per
-file (``BENCH_ROWS``, ``TRAINING_ROWS``); a target that no row takes fails the build, so that a
-new target is never left out silently.  Why a row misses is written by hand in ``WHY``, taken
-from the known misses of ``benchmarks/README.md``; a miss with no entry there reads
-"not analysed".
+Every figure comes from the JSON that ``benchmarks/bench.py``, ``benchmarks/training.py`` and
+``benchmarks/detection.py`` write (each group's ``targets``: ``label``, ``value``, ``limit``,
+``unit``, ``verdict``), so the table cannot disagree with the committed results.  Targets are
+gathered into a few rows per file (``BENCH_ROWS``, ``TRAINING_ROWS``, ``DETECTION_ROWS``); a
+target that no row takes fails the build, so that a new target is never left out silently.  A
+results file that is not required and not committed yet gets a line saying how to write it.
+Why a row misses is written by hand in ``WHY``, taken from the known misses of
+``benchmarks/README.md``; a miss with no entry there reads "not analysed".
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import json
 import pathlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,14 +78,51 @@ TRAINING_ROWS = [
 ]
 
 
+# The region pooling of detection models (benchmarks/detection.py): both layouts in each group,
+# the layout in each target's label.
+DETECTION_ROWS = [
+    Row("per-level", "`multilevel_roi_align`, box and mask heads", r"/ per-level-N(?:CX|XC)$"),
+    Row("openvino", "`multilevel_roi_align` forward, NCX", r"/ openvino$"),
+    Row("gather", "`multilevel_roi_align`", r"/ gather floor$"),
+    Row("layout", "`multilevel_roi_align` on NCX features", r"^multilevel-NCX / multilevel-NXC$"),
+    Row("bwd", "`multilevel_roi_align` forward+backward", r"/ multilevel-N(?:CX|XC) fwd$"),
+    Row(
+        "adaptive",
+        "`multilevel_roi_align(sampling_ratio=0)` on the Mask R-CNN boxes",
+        r"/ multilevel-N(?:CX|XC) sr=2$",
+    ),
+    Row(
+        "small bins",
+        "`roi_align(sampling_ratio=0)`, adaptive counts ≤ 2, with and without `vmap`",
+        r"^sr=0-N(?:CX|XC) / sr=2-N(?:CX|XC)$",
+        ("roi_align",),
+    ),
+    Row("compile", "`multilevel_roi_align` compile time (`lower` + `compile`)", r" compile$"),
+]
+
+
+def _group_name(group: dict, target: dict) -> str:
+    return " ".join(group[k] for k in ("workload", "layout", "dtype") if group.get(k))
+
+
+def _detection_name(group: dict, target: dict) -> str:
+    """The group's key and the layout its target names (both layouts share a group)."""
+    layout = re.search(r"N(?:CX|XC)", target["label"])
+    return f"{group['key']} {layout.group(0)}" if layout else group["key"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Results:
-    """A committed results file and how the page names it."""
+    """A results file and how the page names it; ``command`` writes it where it is not
+    ``required`` to be committed yet; ``name`` names a group (and target) among the misses."""
 
     key: str
     path: str
     title: str
     rows: Sequence[Row]
+    required: bool = True
+    command: str = ""
+    name: Callable[[dict, dict], str] = _group_name
 
 
 RESULTS = [
@@ -96,6 +134,15 @@ RESULTS = [
         TRAINING_ROWS,
     ),
     Results("gpu", "benchmarks/results/gpu.json", "GPU, from an earlier revision", BENCH_ROWS),
+    Results(
+        "detection_cpu",
+        "benchmarks/results/detection_cpu.json",
+        "CPU, region pooling in detection models",
+        DETECTION_ROWS,
+        required=False,
+        command="python benchmarks/detection.py --json benchmarks/results/detection_cpu.json",
+        name=_detection_name,
+    ),
 ]
 
 # Why a family misses, from the "Known misses" and GPU sections of benchmarks/README.md.
@@ -138,6 +185,17 @@ PEERS = {
     "torch-CL": "PyTorch channels-last",
     "memory floor": "the memory floor",
     "flax pools step": "Flax's",
+    "per-level-NCX": "the per-level sum",
+    "per-level-NXC": "the per-level sum",
+    "openvino": "OpenVINO's ExperimentalDetectronROIFeatureExtractor",
+    "gather floor": "the gather floor",
+    "multilevel-NXC": "NXC",
+    "multilevel-NCX fwd": "its forward",
+    "multilevel-NXC fwd": "its forward",
+    "multilevel-NCX sr=2": "`sampling_ratio=2`",
+    "multilevel-NXC sr=2": "`sampling_ratio=2`",
+    "sr=2-NCX": "`sampling_ratio=2`",
+    "sr=2-NXC": "`sampling_ratio=2`",
 }
 # Misses named one by one in the table; more are counted only, to keep the rows short.
 NAMED_MISSES = 3
@@ -162,10 +220,6 @@ def _measured(values: list[float], unit: str) -> str:
     return text if unit == "x" else f"{text} {unit}"
 
 
-def _group_name(group: dict) -> str:
-    return " ".join(group[k] for k in ("workload", "layout", "dtype") if group.get(k))
-
-
 def summary_table(results: Results, data: dict) -> tuple[str, int, int]:
     """The markdown table of one results file, and how many of its targets are met, of all."""
     rows: dict[str, dict] = {row.key: {"parts": {}, "met": 0, "missed": []} for row in results.rows}
@@ -177,7 +231,7 @@ def summary_table(results: Results, data: dict) -> tuple[str, int, int]:
             if row is None:
                 raise ValueError(
                     f"{results.path}: no row of the Performance summary takes the target "
-                    f"{target['label']!r} of {group.get('key') or _group_name(group)}; "
+                    f"{target['label']!r} of {group.get('key') or results.name(group, target)}; "
                     "add one in docs/_ext/benchmark_summary.py"
                 )
             entry = rows[row.key]
@@ -187,7 +241,7 @@ def summary_table(results: Results, data: dict) -> tuple[str, int, int]:
             if target["verdict"] == "PASS":
                 entry["met"] += 1
             else:
-                entry["missed"].append(_group_name(group))
+                entry["missed"].append(results.name(group, target))
     lines = ["| target | measured | met? | why missed |", "| --- | --- | --- | --- |"]
     met = total = 0
     for row in results.rows:
@@ -225,11 +279,24 @@ def summary(root: pathlib.Path) -> str:
     """The markdown of every results file's table, each under a heading of its own."""
     out = []
     for results in RESULTS:
-        data = json.loads((root / results.path).read_text(encoding="utf-8"))
+        path = root / results.path
+        if not results.required and not path.exists():
+            out += [
+                f"## {results.title}: not measured yet\n",
+                f"`{results.path}` is written by `{results.command}`.\n",
+            ]
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
         table, met, total = summary_table(results, data)
+        unmeasured = sum(t["value"] is None for g in data["groups"] for t in g["targets"])
+        more = (
+            f" {unmeasured} more have no value: a program they compare was left out of the run."
+            if unmeasured
+            else ""
+        )
         out += [
             f"## {results.title}: {met} of {total} targets met\n",
-            f"`{results.path}`: {_describe(data['meta'])}.\n",
+            f"`{results.path}`: {_describe(data['meta'])}.{more}\n",
             table,
         ]
     return "\n".join(out)
