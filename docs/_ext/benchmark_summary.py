@@ -148,7 +148,35 @@ RESULTS = [
 # Why a family misses, from the "Known misses" and GPU sections of benchmarks/README.md.
 _CPU_TARGET_ON_GPU = "a CPU target: on this GPU every op runs at its memory or dispatch floor"
 _GPU_TARGET_ON_CPU = "a GPU target: XLA's CPU loops stay well above an in-place copy"
+_PYRAMID_COPY = (
+    "every call lays the whole pyramid out on one channels-last map (a copy of every level, "
+    "for NCX also their transpose) whatever the boxes, where the per-level calls read each "
+    "level in place; with few boxes the copy is most of the time"
+)
 WHY = {
+    ("detection_cpu", "per-level"): _PYRAMID_COPY,
+    ("detection_cpu", "openvino"): _PYRAMID_COPY,
+    ("detection_cpu", "gather"): _PYRAMID_COPY + "; the floor reads the levels in place",
+    ("detection_cpu", "layout"): (
+        "NCX features are transposed into the channels-last map on every call: a pass over "
+        "the whole pyramid"
+    ),
+    ("detection_cpu", "compile"): (
+        "adaptive sampling compiles every program it may choose at run time (up to 8 on a "
+        "P2 map: one fused, then loops over 1, 2 x 2, 4 x 4, ... tiles); a fixed ratio "
+        "compiles one"
+    ),
+    ("detection_cpu", "adaptive"): (
+        "the largest count among the boxes sets every box's program: one elongated box with "
+        "5 or 6 samples per axis puts all 1000 boxes in the 2 x 2 tiles loop"
+    ),
+    ("detection_cpu", "small bins"): (
+        "the adaptive program reads 3 x 3 elements per bin where 2 x 2 samples read 16, but "
+        "its weights are summed per bin first, a pass of its own"
+    ),
+    ("detection_cpu", "bwd"): (
+        "the gradient scatters into the pyramid's single map, then copies each level out"
+    ),
     ("cpu", "max+idx floor"): (
         "the input is read twice (positions, then exact values): XLA's CPU backend makes no "
         "loop with two outputs; the 1-D outputs fault their pages in on every call"

@@ -243,7 +243,7 @@ def multilevel_roi_align(
       >>> y = jaxpool.multilevel_roi_align(
       ...     [p2, p3], rois, jnp.array([0, 0]), 2, spatial_scales=(1 / 4, 1 / 8),
       ...     canonical_size=32, canonical_level=3)
-      >>> y[:, 0, 0, 0].tolist()
+      >>> y[:, 0, 0, 0].round(4).tolist()
       [1.0, 2.0]
     """
     window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
