@@ -43,7 +43,7 @@ PAGES = {
     "notebooks/pooling_tour.ipynb": "/_notebooks/pooling_tour.ipynb",
 }
 # The benchmark plots that the Performance page shows (benchmarks/results/).
-PLOTS = ("latest.png", "training_cpu.png", "gpu.png")
+PLOTS = ("latest.png", "training_cpu.png", "detection_cpu.png", "gpu.png")
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
