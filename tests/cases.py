@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 
 import hypothesis
+import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import reference
@@ -365,3 +367,17 @@ COLLECTIVE = re.compile(
     r"\b(all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|"
     r"collective-broadcast|ragged-all-to-all)\b"
 )
+
+
+def check_box_derivatives(f, rois, rng):
+    """``f``'s forward derivative in the float64 boxes ``rois`` against central differences
+    (and not all zero), and its reverse derivative as the forward one's adjoint."""
+    u = jnp.asarray(rng.standard_normal(rois.shape))
+    y, jvp = jax.jvp(f, (rois,), (u,))
+    eps = 1e-6
+    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
+    np.testing.assert_allclose(jvp, diff, atol=1e-6)
+    assert np.abs(np.asarray(jvp)).max() > 0
+    w = jnp.asarray(rng.standard_normal(y.shape))
+    (vjp,) = jax.vjp(f, rois)[1](w)
+    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)

@@ -542,15 +542,7 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
             level_rule=level_rule,
         )
 
-    u = jnp.asarray(rng.standard_normal(rois.shape))
-    y, jvp = jax.jvp(f, (rois,), (u,))
-    eps = 1e-6
-    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
-    np.testing.assert_allclose(jvp, diff, atol=1e-6)
-    assert np.abs(np.asarray(jvp)).max() > 0
-    w = jnp.asarray(rng.standard_normal(y.shape))
-    (vjp,) = jax.vjp(f, rois)[1](w)
-    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+    cases.check_box_derivatives(f, rois, rng)
 
 
 # --------------------------------------------------------------------------------------------
