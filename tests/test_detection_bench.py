@@ -20,7 +20,6 @@ import sys
 # openvino and matplotlib are in the test extra: a missing one fails, never skips.
 import matplotlib  # noqa: F401
 import openvino  # noqa: F401
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -30,8 +29,7 @@ import benchmark_summary  # noqa: E402
 import detection  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def _quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("detection")
     path, png = out / "detection.json", out / "detection.png"
     results = sorted(os.listdir(ROOT / "benchmarks" / "results"))
@@ -43,7 +41,7 @@ def quick_run(tmp_path_factory):
         return status, json.load(f), png
 
 
-def test_every_group_runs(quick_run):
+def _every_group_runs(quick_run):
     status, result, png = quick_run
     assert status == 0
     assert result["meta"]["quick"] and result["meta"]["skipped"] == []
@@ -53,7 +51,7 @@ def test_every_group_runs(quick_run):
     assert len(table.splitlines()) == 2 + len(detection.QUICK)
 
 
-def test_every_contender_is_there(quick_run):
+def _every_contender_is_there(quick_run):
     _, result, _ = quick_run
     for g in result["groups"]:
         names = {r["contender"] for r in g["rows"]}
@@ -79,7 +77,7 @@ def test_every_contender_is_there(quick_run):
         assert all(r["x_gather"] > 0 for r in g["rows"] if r["contender"] != detection.FLOOR)
 
 
-def test_every_target_is_measured(quick_run):
+def _every_target_is_measured(quick_run):
     _, result, _ = quick_run
     for g in result["groups"]:
         assert g["targets"], g["key"]
@@ -97,7 +95,7 @@ def test_every_target_is_measured(quick_run):
         assert label in labels
 
 
-def test_every_check_passes(quick_run):
+def _every_check_passes(quick_run):
     _, result, _ = quick_run
     for g in result["groups"]:
         if g["op"] == "multilevel_roi_align":
@@ -107,7 +105,7 @@ def test_every_check_passes(quick_run):
     assert result["meta"]["checks_failed"] == 0
 
 
-def test_performance_summary_takes_every_target(quick_run):
+def _performance_summary_takes_every_target(quick_run):
     _, result, _ = quick_run
     results = next(r for r in benchmark_summary.RESULTS if r.key == "detection_cpu")
     table, met, total = benchmark_summary.summary_table(results, result)
@@ -116,3 +114,14 @@ def test_performance_summary_takes_every_target(quick_run):
     assert met == sum(t["verdict"] == "PASS" for t in targets)
     # every row but the adaptive sampling on the pyramid, whose groups are not among QUICK
     assert len(table.splitlines()) == 2 + len(results.rows) - 1
+
+
+# One run, and every check of it in one test: a module fixture would run once per xdist
+# worker.
+def test_quick_run(tmp_path_factory):
+    run = _quick_run(tmp_path_factory)
+    _every_group_runs(run)
+    _every_contender_is_there(run)
+    _every_target_is_measured(run)
+    _every_check_passes(run)
+    _performance_summary_takes_every_target(run)

@@ -34,8 +34,7 @@ import sphinx  # noqa: E402, F401
 import sphinx_book_theme  # noqa: E402, F401
 
 
-@pytest.fixture(scope="module")
-def built_site(tmp_path_factory) -> pathlib.Path:
+def _built_site(tmp_path_factory) -> pathlib.Path:
     """Runs the README's build command, ``sphinx-build -W -b html docs <out>``, once, on a copy
     of the checkout: the build writes the sources it generates (``docs/_generated``, the API
     stubs, the notebooks) next to the pages, and a test writes nothing into the checkout."""
@@ -72,7 +71,7 @@ def built_site(tmp_path_factory) -> pathlib.Path:
     return out
 
 
-def test_site_has_every_page(built_site):
+def _site_has_every_page(built_site):
     for page in [
         "index.html",
         "getting_started.html",
@@ -92,7 +91,7 @@ def test_site_has_every_page(built_site):
         assert (built_site / page).is_file(), page
 
 
-def test_api_pages_cover_the_public_names(built_site):
+def _api_pages_cover_the_public_names(built_site):
     import jaxpool
 
     for name in jaxpool.__all__:
@@ -102,7 +101,7 @@ def test_api_pages_cover_the_public_names(built_site):
     assert "rounding_type" in html and "Returns" in html  # napoleon rendered the docstring
 
 
-def test_pictures_are_in_the_site(built_site):
+def _pictures_are_in_the_site(built_site):
     notebook = (built_site / "_notebooks" / "pooling_tour.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", notebook)) >= 7  # executed, drawn
     semantics = (built_site / "semantics.html").read_text()
@@ -121,7 +120,7 @@ def test_pictures_are_in_the_site(built_site):
     assert performance.index("Targets at a glance") < performance.index("Full benchmark log")
 
 
-def test_no_remote_scripts(built_site):
+def _no_remote_scripts(built_site):
     """The pages render offline: no script or stylesheet from a CDN (MathJax included)."""
     for page in ["index.html", "semantics.html", "performance.html"]:
         html = (built_site / page).read_text()
@@ -236,7 +235,7 @@ def test_performance_summary_counts_every_target():
         benchmark_summary.summary_table(benchmark_summary.RESULTS[0], data)
 
 
-def test_no_link_leads_to_an_unpublished_place(built_site):
+def _no_link_leads_to_an_unpublished_place(built_site):
     """There is no hosted repository or documentation yet: neither the sources nor the built
     site send a reader to one."""
     dead = re.compile(r"jaxpool\.readthedocs\.io|github\.com/jaxpool")
@@ -279,3 +278,14 @@ def test_detection_picture_draws_the_level_rules():
         on_coarser = [round(t) for t in pyramid_figures.thresholds(rule, coarser)]
         assert on_coarser == ([112, 224, 448] if rule == "openvino" else [224, 448, 896])
     pyramid_figures.check_against_jaxpool()
+
+
+# One build, and every check of it in one test: a module fixture would run once per xdist
+# worker.
+def test_built_site(tmp_path_factory):
+    built_site = _built_site(tmp_path_factory)
+    _site_has_every_page(built_site)
+    _api_pages_cover_the_public_names(built_site)
+    _pictures_are_in_the_site(built_site)
+    _no_remote_scripts(built_site)
+    _no_link_leads_to_an_unpublished_place(built_site)

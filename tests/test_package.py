@@ -21,7 +21,6 @@ import tarfile
 import venv
 import zipfile
 
-import pytest
 from packaging.version import Version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -48,8 +47,7 @@ def _checkout_files() -> set[pathlib.Path]:
     }
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> tuple[pathlib.Path, set[pathlib.Path]]:
+def _dist(tmp_path_factory) -> tuple[pathlib.Path, set[pathlib.Path]]:
     """``python -m build --no-isolation`` of a copy of the sources: the folder of an sdist and
     a wheel, and the files that the build added to the checkout (none)."""
     src = tmp_path_factory.mktemp("src")
@@ -91,7 +89,7 @@ def test_one_version_string():
     assert jaxpool.__version__ == _version()
 
 
-def test_twine_check(dist):
+def _twine_check(dist):
     dist, _ = dist
     files = sorted(str(p) for p in dist.iterdir())
     assert len(files) == 2, files
@@ -99,7 +97,7 @@ def test_twine_check(dist):
     assert out.count("PASSED") == 2, out
 
 
-def test_wheel_contents_and_metadata(dist):
+def _wheel_contents_and_metadata(dist):
     dist, _ = dist
     (wheel,) = dist.glob("*.whl")
     assert wheel.name == f"jaxpool-{_version()}-py3-none-any.whl"
@@ -119,7 +117,7 @@ def test_wheel_contents_and_metadata(dist):
     assert metadata.get_all("Project-URL") is None
 
 
-def test_sdist_contents(dist):
+def _sdist_contents(dist):
     dist, _ = dist
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as tf:
@@ -127,7 +125,7 @@ def test_sdist_contents(dist):
     assert {"LICENSE", "README.md", "pyproject.toml", "jaxpool/py.typed"} <= names
 
 
-def test_building_writes_nothing_into_the_checkout(dist):
+def _building_writes_nothing_into_the_checkout(dist):
     _, added = dist
     assert not added, sorted(map(str, added))
 
@@ -142,7 +140,7 @@ def _environment_paths() -> list[str]:
     return paths
 
 
-def test_wheel_installs_and_runs(dist, tmp_path):
+def _wheel_installs_and_runs(dist, tmp_path):
     """Installed in a fresh venv, the wheel's jaxpool (not the checkout's) imports and pools.
 
     The venv reads this environment's packages from a ``.pth`` file in its own site-packages.
@@ -224,3 +222,14 @@ def test_ci_runs_the_readme_command_in_new_environments():
     assert (
         'Run the tests:\n\n```bash\npip install -e ".[test]" && python -m pytest -n 2\n' in readme
     )
+
+
+# One build, and every check of it in one test: a module fixture would run once per xdist
+# worker.
+def test_built_distributions(tmp_path_factory, tmp_path):
+    dist = _dist(tmp_path_factory)
+    _twine_check(dist)
+    _wheel_contents_and_metadata(dist)
+    _sdist_contents(dist)
+    _building_writes_nothing_into_the_checkout(dist)
+    _wheel_installs_and_runs(dist, tmp_path)

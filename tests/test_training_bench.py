@@ -19,7 +19,6 @@ import sys
 import flax  # noqa: E402, F401
 import matplotlib  # noqa: E402, F401
 import optax  # noqa: E402, F401
-import pytest
 import torch  # noqa: E402, F401
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
@@ -28,8 +27,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import training  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def _tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("training")
     path, png = out / "training.json", out / "training.png"
     argv = ["--scale", "tiny", "--reps", "1", "--warmup", "1", "--min-stretch-ms", "0"]
@@ -40,7 +38,7 @@ def tiny_run(tmp_path_factory):
         return status, json.load(f), png
 
 
-def test_every_group_runs(tiny_run):
+def _every_group_runs(tiny_run):
     status, result, png = tiny_run
     assert result["errors"] == []
     assert status == 0
@@ -54,7 +52,7 @@ def test_every_group_runs(tiny_run):
     assert len(table.splitlines()) == 2 + len(keys)
 
 
-def test_every_contender_is_there(tiny_run):
+def _every_contender_is_there(tiny_run):
     _, result, _ = tiny_run
     for g in result["groups"]:
         names = {r["contender"] for r in g["rows"]}
@@ -79,7 +77,7 @@ def test_every_contender_is_there(tiny_run):
         assert verdicts <= {"PASS", "MISS"}, g["key"]  # every target measured
 
 
-def test_every_check_passes(tiny_run):
+def _every_check_passes(tiny_run):
     _, result, _ = tiny_run
     for g in result["groups"]:
         assert g["checks"], g["key"]
@@ -97,3 +95,12 @@ def test_every_check_passes(tiny_run):
             peer = "torch-NCHW" if g["layout"] == "NCX" else "torch-CL"
             assert f"{peer} indices" in names and "x at jaxpool+idx indices" in names
     assert result["meta"]["checks_failed"] == 0
+
+
+# One run, and every check of it in one test: a module fixture would run once per xdist
+# worker.
+def test_tiny_run(tmp_path_factory):
+    run = _tiny_run(tmp_path_factory)
+    _every_group_runs(run)
+    _every_contender_is_there(run)
+    _every_check_passes(run)
