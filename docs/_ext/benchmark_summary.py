@@ -149,17 +149,19 @@ RESULTS = [
 _CPU_TARGET_ON_GPU = "a CPU target: on this GPU every op runs at its memory or dispatch floor"
 _GPU_TARGET_ON_CPU = "a GPU target: XLA's CPU loops stay well above an in-place copy"
 _PYRAMID_COPY = (
-    "every call lays the whole pyramid out on one channels-last map (a copy of every level, "
-    "for NCX also their transpose) whatever the boxes, where the per-level calls read each "
-    "level in place; with few boxes the copy is most of the time"
+    "every call copies the whole pyramid onto one channels-last map whatever the boxes, where "
+    "the per-level calls read each level in place: on the box head the copy alone takes "
+    "longer than every per-level call together.  Reading each level in place with static "
+    "shapes means a loop over each level's boxes (a run-time trip count), which measured "
+    "slower than the copy on this CPU"
 )
 WHY = {
     ("detection_cpu", "per-level"): _PYRAMID_COPY,
     ("detection_cpu", "openvino"): _PYRAMID_COPY,
     ("detection_cpu", "gather"): _PYRAMID_COPY + "; the floor reads the levels in place",
     ("detection_cpu", "layout"): (
-        "NCX features are transposed into the channels-last map on every call: a pass over "
-        "the whole pyramid"
+        "NCX levels are transposed as they are copied onto the channels-last map, a slower "
+        "pass than the NXC copy, and the output is transposed back"
     ),
     ("detection_cpu", "compile"): (
         "adaptive sampling compiles every program it may choose at run time (up to 8 on a "

@@ -69,28 +69,21 @@ def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, 
     The first level takes the top rows; the others follow it side by side below.  One map lets
     every box read its own level in one gather, with no (boxes x levels) work.
     """
-    ncx = [window_lib.to_ncx_shape(f.shape, data_format) for f in features]
-    heights, widths = [s[2] for s in ncx], [s[3] for s in ncx]
-    origin = [(0, 0)] + [(heights[0], sum(widths[1:i])) for i in range(1, len(features))]
-    width = max(widths[0], sum(widths[1:]))
-    h_axis, w_axis = (2, 3) if data_format == "NCX" else (1, 2)
+    if len(features) == 1:
+        return roi_lib.channels_last(features[0], data_format), np.zeros((1, 2), np.int32)
+    # Each level is transposed as it is copied onto the map: XLA writes the map in one pass,
+    # where a transpose of the whole map would be a second copy.
+    maps = [f if data_format == "NXC" else jnp.moveaxis(f, 1, -1) for f in features]
+    heights, widths = [f.shape[1] for f in maps], [f.shape[2] for f in maps]
+    origin = [(0, 0)] + [(heights[0], sum(widths[1:i])) for i in range(1, len(maps))]
+    width, below = max(widths[0], sum(widths[1:])), max(heights[1:])
 
     def padded(f: jax.Array, rows: int, columns: int) -> jax.Array:
-        pads = [(0, 0)] * 4
-        pads[h_axis], pads[w_axis] = (0, rows - f.shape[h_axis]), (0, columns - f.shape[w_axis])
-        return jnp.pad(f, pads)
+        return jnp.pad(f, ((0, 0), (0, rows - f.shape[1]), (0, columns - f.shape[2]), (0, 0)))
 
-    if len(features) == 1:
-        whole = features[0]
-    else:
-        below = max(heights[1:])
-        row = jnp.concatenate(
-            [padded(f, below, f.shape[w_axis]) for f in features[1:]], axis=w_axis
-        )
-        whole = jnp.concatenate(
-            [padded(features[0], heights[0], width), padded(row, below, width)], axis=h_axis
-        )
-    return roi_lib.channels_last(whole, data_format), np.array(origin, np.int32)
+    row = jnp.concatenate([padded(f, below, f.shape[2]) for f in maps[1:]], axis=2)
+    whole = jnp.concatenate([padded(maps[0], heights[0], width), padded(row, below, width)], 1)
+    return whole, np.array(origin, np.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
