@@ -39,7 +39,7 @@ Attributes the node does not define for its operation are refused with a ``Value
 as are unknown operations and domains.
 """
 
-from jaxpool._src.onnx_nodes import Node as Node
-from jaxpool._src.onnx_nodes import node as node
+from jaxpool._src.interop.onnx import Node as Node
+from jaxpool._src.interop.onnx import node as node
 
 __all__ = ["Node", "node"]

@@ -17,7 +17,7 @@ Attribute strings are read as the runtime reads them: integer lists are comma se
 ``dilations`` on MaxPool-1, ``ceil_torch`` before version 14) are refused here.
 """
 
-from jaxpool._src.openvino_ir import Layer as Layer
-from jaxpool._src.openvino_ir import layer as layer
+from jaxpool._src.interop.openvino import Layer as Layer
+from jaxpool._src.interop.openvino import layer as layer
 
 __all__ = ["Layer", "layer"]
