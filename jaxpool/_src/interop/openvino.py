@@ -230,7 +230,11 @@ _ROI_ALIGN = ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale", "mode")
 
 BINDERS: dict[str, dict[int, Binder]] = {
     "MaxPool": {1: Binder(_SLIDING, _max_pool), 8: _MAX_POOL, 14: _MAX_POOL},
-    "AvgPool": {1: _AVG_POOL, 14: _AVG_POOL},
+    "AvgPool": {
+        1: _AVG_POOL,
+        14: _AVG_POOL,
+        16: Binder((*_AVG_POOL.attributes, "dilations"), _avg_pool),
+    },
     "AdaptiveMaxPool": {8: Binder(("index_element_type",), _adaptive_max_pool)},
     "AdaptiveAvgPool": {8: Binder((), _adaptive_avg_pool)},
     "ROIPooling": {1: _ROI_POOLING, 2: _ROI_POOLING},
