@@ -32,42 +32,26 @@ _ROI_ALIGN_MODES = {"half_pixel": "half_pixel_for_nn", "output_half_pixel": "asy
 _FLOAT, _INT, _STRING, _FLOATS, _INTS = 1, 2, 3, 6, 7
 _KIND_NAMES = {_FLOAT: "a float", _INT: "an int", _STRING: "a string", _INTS: "ints"}
 _KINDS = {
-    "auto_pad": (_STRING,),
-    "ceil_mode": (_INT,),
-    "count_include_pad": (_INT,),
-    "storage_order": (_INT,),
-    "dilations": (_INTS,),
-    "kernel_shape": (_INTS,),
-    "pads": (_INTS,),
-    "strides": (_INTS,),
-    "p": (_INT, _FLOAT),  # a float before LpPool-2 and GlobalLpPool-2
-    "pooled_shape": (_INTS,),
+    **dict.fromkeys(("ceil_mode", "count_include_pad", "storage_order"), (_INT,)),
+    **dict.fromkeys(("output_height", "output_width", "sampling_ratio"), (_INT,)),
+    **dict.fromkeys(("dilations", "kernel_shape", "pads", "strides", "pooled_shape"), (_INTS,)),
+    **dict.fromkeys(("auto_pad", "coordinate_transformation_mode", "mode"), (_STRING,)),
     "spatial_scale": (_FLOAT,),
-    "coordinate_transformation_mode": (_STRING,),
-    "mode": (_STRING,),
-    "output_height": (_INT,),
-    "output_width": (_INT,),
-    "sampling_ratio": (_INT,),
+    "p": (_INT, _FLOAT),  # a float before LpPool-2 and GlobalLpPool-2
 }
 
 
 class Node(Bound):
-    """An ONNX node, bound to the jaxpool function that computes it.
+    """An ONNX node, bound to the jaxpool function that computes it (``type`` is its
+    ``op_type``).
 
     Call it with the node's inputs, in ONNX's NCX layout: ``node(x)`` for the pools,
     ``node(x, indices)`` or ``node(x, indices, output_shape)`` for ``MaxUnpool`` (a concrete
     ``output_shape``: it decides the shape), ``node(x, rois)`` for ``MaxRoiPool`` and
     ``node(x, rois, batch_indices)`` for ``RoiAlign``.  It returns one array, or
-    ``(values, indices)`` for a ``MaxPool`` whose ``Indices`` output is named.
-
-    Attributes:
-      type: the ONNX operation, e.g. ``"MaxPool"`` (also ``op_type``).
-      fn: the jaxpool function, e.g. :func:`jaxpool.max_pool`; ``function`` is its name.
-      arguments: the attributes as jaxpool arguments, ``(name, value)`` pairs (for
-        ``GlobalLpPool`` and ``MaxUnpool``, those that do not depend on the input's shape).
-      outputs: 2 for a ``MaxPool`` with ``Indices``, else 1 (also ``num_outputs``).
-      note: the ONNX semantics the call adds to ``fn`` (column-major indices, ONNX's divisor
-        past the end padding).
+    ``(values, indices)`` for a ``MaxPool`` whose ``Indices`` output is named.  For
+    ``GlobalLpPool`` and ``MaxUnpool``, ``arguments`` holds those that do not depend on the
+    input's shape.
     """
 
     @property
@@ -262,6 +246,14 @@ def _roi_align(a: ONNXAttributes) -> Bound:
 # --------------------------------------------------------------------------------------------
 
 _SLIDING = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+_ROI_ALIGN = (
+    "coordinate_transformation_mode",
+    "mode",
+    "output_height",
+    "output_width",
+    "sampling_ratio",
+    "spatial_scale",
+)
 
 BINDERS: dict[str, Binder] = {
     "MaxPool": Binder((*_SLIDING, "storage_order"), _max_pool),
@@ -272,17 +264,7 @@ BINDERS: dict[str, Binder] = {
     "GlobalLpPool": Binder(("p",), _global_lp_pool),
     "MaxUnpool": Binder(("kernel_shape", "pads", "strides"), _max_unpool),
     "MaxRoiPool": Binder(("pooled_shape", "spatial_scale"), _max_roi_pool),
-    "RoiAlign": Binder(
-        (
-            "coordinate_transformation_mode",
-            "mode",
-            "output_height",
-            "output_width",
-            "sampling_ratio",
-            "spatial_scale",
-        ),
-        _roi_align,
-    ),
+    "RoiAlign": Binder(_ROI_ALIGN, _roi_align),
 }
 
 

@@ -37,20 +37,9 @@ NEWEST_OPSET = 16  # openvino.opset16 is the newest opset that defines these ope
 class Layer(Bound):
     """A layer of an OpenVINO IR, bound to the jaxpool function that computes it.
 
-    Call it with the layer's inputs in the IR's order and NCX layout: ``layer(x)`` for MaxPool
-    and AvgPool, ``layer(x, output_size)`` for the adaptive pools (``output_size`` a concrete
-    array or sequence: it decides the output shape), ``layer(x, rois)`` for ROIPooling and
-    PSROIPooling, ``layer(x, rois, batch_indices)`` for ROIAlign and ROIAlignRotated,
-    ``layer(rois, *levels)`` for ExperimentalDetectronROIFeatureExtractor.  It returns one
-    array, or a tuple: ``(values, indices)`` for MaxPool-8/-14 and AdaptiveMaxPool-8,
-    ``(features, rois)`` for ExperimentalDetectronROIFeatureExtractor-6.
-
-    Attributes:
-      type: the IR type name, e.g. ``"MaxPool"``.
-      version: the operation version, e.g. ``8`` for MaxPool-8.
-      fn: the jaxpool function, e.g. :func:`jaxpool.max_pool`; ``function`` is its name.
-      arguments: the keyword arguments passed to it, as ``(name, value)`` pairs.
-      inputs: the names of the layer's inputs, in the IR's order.
+    Call it with the layer's inputs in the IR's order and NCX layout (``layer(x)`` for MaxPool,
+    ``layer(x, output_size)`` for the adaptive pools, with a concrete ``output_size``: it
+    decides the output shape); :mod:`jaxpool.openvino` lists each layer's inputs and outputs.
     """
 
 
@@ -227,6 +216,15 @@ _ROI_POOLING = Binder(
     ("output_size", "output_roi", "pooled_h", "pooled_w", "spatial_scale", "method"), _roi_pooling
 )
 _ROI_ALIGN = ("pooled_h", "pooled_w", "sampling_ratio", "spatial_scale", "mode")
+_PSROI_POOLING = (
+    "output_dim",
+    "group_size",
+    "spatial_scale",
+    "spatial_bins_x",
+    "spatial_bins_y",
+    "mode",
+)
+_EXTRACTOR = ("output_size", "sampling_ratio", "pyramid_scales", "aligned")
 
 BINDERS: dict[str, dict[int, Binder]] = {
     "MaxPool": {1: Binder(_SLIDING, _max_pool), 8: _MAX_POOL, 14: _MAX_POOL},
@@ -245,26 +243,9 @@ BINDERS: dict[str, dict[int, Binder]] = {
     "ROIAlignRotated": {
         15: Binder((*_ROI_ALIGN[:-1], "clockwise_mode"), _roi_align_rotated),
     },
-    "PSROIPooling": {
-        1: Binder(
-            (
-                "output_dim",
-                "group_size",
-                "spatial_scale",
-                "spatial_bins_x",
-                "spatial_bins_y",
-                "mode",
-            ),
-            _psroi_pooling,
-        )
-    },
+    "PSROIPooling": {1: Binder(_PSROI_POOLING, _psroi_pooling)},
     # "DeformablePSROIPooling": {1: Binder(...)}, bound to deformable_psroi_pool, goes here.
-    "ExperimentalDetectronROIFeatureExtractor": {
-        6: Binder(
-            ("output_size", "sampling_ratio", "pyramid_scales", "aligned"),
-            _roi_feature_extractor,
-        )
-    },
+    "ExperimentalDetectronROIFeatureExtractor": {6: Binder(_EXTRACTOR, _roi_feature_extractor)},
 }
 
 # Hints for an attribute that the version does not have: {(name, type): hint}.
@@ -287,13 +268,11 @@ def layer(
 ) -> Layer:
     """Builds the jaxpool callable of an OpenVINO IR layer.
 
-    Two forms: the text of a ``<layer type="MaxPool" version="opset8">`` element (its
-    ``<data>`` attributes are the layer's attributes; the ``<input>``/``<output>`` ports are
-    not needed), or a type name with an optional version suffix and the attributes as IR
-    strings.  ``version="opsetN"`` selects the version that opset ``N`` defines (MaxPool-8 for
-    ``opset8`` to ``opset13``); a bare ``"MaxPool"`` or ``"AvgPool"`` means the newest version,
-    14 or 16.  An already parsed :class:`xml.etree.ElementTree.Element` is accepted too.  The
-    module's docstring lists the layers and the calls they become.
+    Two forms: a ``<layer type="MaxPool" version="opset8">`` element, as text or parsed (its
+    ``<data>`` attributes are the layer's; ports are not needed), or a type name with an
+    optional version suffix and the attributes as IR strings.  ``version="opsetN"`` selects the
+    version that opset ``N`` defines (MaxPool-8 for ``opset8`` to ``opset13``); a bare type
+    name means the newest.  :mod:`jaxpool.openvino` lists the layers and their calls.
 
     Args:
       xml_or_type: ``<layer>`` XML text (or element), or a type name such as ``"MaxPool"``,
