@@ -2,11 +2,16 @@
 
 This module only turns a node's attributes into arguments: it reads an ONNX ``NodeProto``
 through its fields (``op_type``, ``domain``, ``attribute``, ``input``, ``output``) and binds
-them to :func:`jaxpool.max_pool`, :func:`jaxpool.avg_pool`, :func:`jaxpool.lp_pool`,
-:func:`jaxpool.adaptive_max_pool`, :func:`jaxpool.adaptive_avg_pool`,
-:func:`jaxpool.max_unpool`, :func:`jaxpool.roi_pool` or :func:`jaxpool.roi_align`.  It does
-not import the ``onnx`` package, which is needed only to build a node
-(``onnx.helper.make_node``) or to read a model.
+them to a jaxpool function.  It does not import the ``onnx`` package, which is needed only to
+build a node (``onnx.helper.make_node``) or to read a model.  The nodes and their calls:
+
+* ``MaxPool``: ``max_pool(x, ...)``, ``Y`` or ``(Y, Indices)``; ``AveragePool``:
+  ``avg_pool(x, ..., exclude_pad=...)``; ``LpPool``: ``lp_pool(x, ..., p=p)``;
+* ``GlobalMaxPool``: ``adaptive_max_pool(x, 1)``; ``GlobalAveragePool``:
+  ``adaptive_avg_pool(x, 1)``; ``GlobalLpPool``: ``lp_pool(x, x.shape[2:], 1, p=p)``;
+* ``MaxUnpool``: ``max_unpool(x, indices, ..., axis=0)``;
+* ``MaxRoiPool``: ``roi_pool(x, rois, pooled_shape, ...)``; ``RoiAlign``: ``roi_align(x,
+  rois, batch_indices, ...)``.
 
 Where an attribute is absent, ONNX's default applies: unit strides and dilations, zero pads,
 ``auto_pad="NOTSET"``, ``ceil_mode=0``, ``count_include_pad=0``, ``storage_order=0``, ``p=2``.
@@ -39,7 +44,7 @@ Attributes the node does not define for its operation are refused with a ``Value
 as are unknown operations and domains.
 """
 
-from jaxpool._src.onnx_nodes import Node as Node
-from jaxpool._src.onnx_nodes import node as node
+from jaxpool._src.interop.onnx import Node as Node
+from jaxpool._src.interop.onnx import node as node
 
 __all__ = ["Node", "node"]

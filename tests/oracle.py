@@ -14,10 +14,11 @@ import openvino.opset1 as opset1
 import openvino.opset8 as opset8
 import openvino.opset9 as opset9
 import openvino.opset14 as opset14
+import openvino.opset16 as opset16
 
 _CORE = ov.Core()
 _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
-_OPSETS = {1: opset1, 8: opset8, 14: opset14}
+_OPSETS = {1: opset1, 8: opset8, 14: opset14, 16: opset16}
 
 
 def _ov_type(dtype: np.dtype) -> ov.Type:
@@ -110,8 +111,19 @@ def max_pool(
 
 
 def _avg_pool_node(
-    param, *, opset, kernel, strides, pads_begin, pads_end, exclude_pad, rounding_type, auto_pad
+    param,
+    *,
+    opset,
+    kernel,
+    strides,
+    pads_begin,
+    pads_end,
+    exclude_pad,
+    rounding_type,
+    auto_pad,
+    dilations=None,
 ):
+    extra = {} if dilations is None else {"dilations": list(dilations)}
     return _OPSETS[opset].avg_pool(
         param,
         strides=list(strides),
@@ -121,6 +133,7 @@ def _avg_pool_node(
         exclude_pad=exclude_pad,
         rounding_type=rounding_type,
         auto_pad=auto_pad,
+        **extra,
     )
 
 
@@ -134,11 +147,13 @@ def avg_pool(
     exclude_pad=False,
     rounding_type="floor",
     auto_pad="explicit",
+    dilations=None,
     opset=14,
 ):
-    """OpenVINO AvgPool-``opset`` (1 or 14) on NCX ``x``."""
+    """OpenVINO AvgPool-``opset`` (1, 14 or 16: ``dilations`` needs 16) on NCX ``x``."""
     nd = x.ndim - 2
     kernel = _per_axis(kernel, nd, None)
+    extra = {} if dilations is None else {"dilations": tuple(_per_axis(dilations, nd, 1))}
     return _run(
         _avg_pool_node,
         np.ascontiguousarray(x),
@@ -150,6 +165,7 @@ def avg_pool(
         exclude_pad=bool(exclude_pad),
         rounding_type=rounding_type,
         auto_pad=auto_pad,
+        **extra,
     )[0]
 
 

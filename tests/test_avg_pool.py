@@ -128,6 +128,51 @@ class TestRuntime:
         y = jaxpool.avg_pool(x, [3, 2], **attrs)
         np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
 
+    @pytest.mark.parametrize("seed", range(8))
+    def test_dilations_match_avg_pool_16(self, seed):
+        """AvgPool-16's ``dilations`` on a random grid: 1-3 spatial axes, dilations 1-3, every
+        rounding type and auto_pad, ``exclude_pad`` both ways (both programs, both layouts)."""
+        rng = np.random.default_rng(160 + seed)
+        for i in range(12):
+            nd = 1 + (seed + i) % 3
+            kernel = [int(v) for v in rng.integers(1, 4, nd)]
+            dilations = [int(v) for v in rng.integers(1, 4, nd)]
+            spatial = [
+                int(rng.integers((k - 1) * d + 1, (k - 1) * d + 6))
+                for k, d in zip(kernel, dilations)
+            ]
+            attrs = dict(
+                strides=[int(v) for v in rng.integers(1, 4, nd)],
+                pads_begin=[int(rng.integers(0, k)) for k in kernel],
+                pads_end=[int(rng.integers(0, k)) for k in kernel],
+                dilations=dilations,
+                exclude_pad=bool(i % 2),
+                rounding_type=ROUNDINGS[i % 3],
+                auto_pad=AUTO_PADS[(i // 3 + seed) % 4],
+            )
+            x = rng.standard_normal((2, 3, *spatial)).astype(np.float32)
+            expected = oracle.avg_pool(x, kernel, opset=16, **attrs)
+            fmt = ("NCX", "NXC")[i % 2]
+            x_in = x if fmt == "NCX" else oracle.to_nxc(x)
+            y = np.asarray(jaxpool.avg_pool(x_in, kernel, data_format=fmt, **attrs))
+            y = y if fmt == "NCX" else oracle.to_ncx(y)
+            assert y.shape == expected.shape, attrs
+            # An exclude_pad window with no input element: the CPU plugin's NaN, jaxpool's 0.
+            assert np.all(y[np.isnan(expected)] == 0)
+            np.testing.assert_allclose(
+                y, np.nan_to_num(expected, nan=0.0), rtol=2e-6, atol=1e-6, err_msg=str(attrs)
+            )
+
+    def test_dilated_divisor_counts_every_tap(self):
+        """AvgPool-16 counts every tap of a window with pads and ``exclude_pad=False``, also a
+        tap past ``pads_end`` in ceil mode (ONNX's AveragePool-19 counts the taps inside the
+        padded input only: ``jaxpool.onnx.node`` gives 1.0 for the last window below)."""
+        x = np.ones((1, 1, 6), np.float32)
+        attrs = dict(dilations=[2], rounding_type="ceil", exclude_pad=False)
+        expected = oracle.avg_pool(x, [2], [3], [1], [1], opset=16, **attrs)
+        np.testing.assert_array_equal(expected, [[[0.5, 1.0, 0.5]]])
+        np.testing.assert_array_equal(jaxpool.avg_pool(x, 2, 3, 1, 1, **attrs), expected)
+
     @pytest.mark.parametrize("pads", [(0, 0), (1, 0), (0, 1), (2, 2)])
     @pytest.mark.parametrize("rounding_type", ["floor", "ceil"])
     def test_divisor_rule_on_ones(self, pads, rounding_type):

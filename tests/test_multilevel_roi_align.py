@@ -691,3 +691,40 @@ def test_channel_sharding_has_no_collectives(data_format):
         found = cases.COLLECTIVE.findall(text)
         assert not found, sorted(set(found))
     np.testing.assert_allclose(jax.jit(f)(sharded), f(maps), atol=1e-6)
+
+
+@pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)
+def test_openvino_layer_matches_runtime(aligned, sampling_ratio, pyramid_scales):
+    """``openvino.layer`` of the runtime's ExperimentalDetectronROIFeatureExtractor-6 on a
+    4-level pyramid: both outputs, the pooled features and the rois (unchanged)."""
+    rng = np.random.default_rng(
+        200 + RUNTIME_CASES.index((aligned, sampling_ratio, pyramid_scales))
+    )
+    image = (200, 248)
+    features = pyramid(rng, tuple(1 / s for s in pyramid_scales), image, n=1)
+    rois = _runtime_boxes(rng, image)
+    want = oracle.roi_feature_extractor(
+        features,
+        rois,
+        3,
+        sampling_ratio=sampling_ratio,
+        pyramid_scales=pyramid_scales,
+        aligned=aligned,
+    )
+    data = (
+        f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
+        f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
+    )
+    layer = jaxpool.openvino.layer(
+        '<layer id="4" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
+        f'version="opset6"><data {data}/></layer>'
+    )
+    assert (layer.type, layer.version, layer.fn) == (
+        "ExperimentalDetectronROIFeatureExtractor",
+        6,
+        jaxpool.multilevel_roi_align,
+    )
+    got = jax.jit(layer)(rois, *features)
+    assert len(got) == 2
+    check(got[0], want[0])
+    np.testing.assert_array_equal(np.asarray(got[1]), want[1])

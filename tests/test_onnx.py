@@ -210,6 +210,25 @@ def test_onnx_divisor_past_the_end_padding(x64):
     _check(node, [x])
 
 
+def test_onnx_divisor_with_dilations(x64):
+    # Taps at 5 and 7 of [0, 6) with pads (1, 1): 7 lies past the end padding, so ONNX divides
+    # by 1 where OpenVINO's AvgPool-16 (and avg_pool) divides by 2 (test_avg_pool.py).
+    node = helper.make_node(
+        "AveragePool",
+        ["x"],
+        ["y"],
+        kernel_shape=[2],
+        strides=[3],
+        pads=[1, 1],
+        dilations=[2],
+        ceil_mode=1,
+        count_include_pad=1,
+    )
+    x = np.ones((1, 1, 6), np.float32)
+    np.testing.assert_array_equal(np.asarray(jaxpool.onnx.node(node)(x)), [[[0.5, 1, 1]]])
+    _check(node, [x], opset=19)
+
+
 @pytest.mark.parametrize("op_type", ["GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"])
 def test_global_nodes_match_onnxruntime(op_type):
     rng = np.random.default_rng(5)

@@ -22,6 +22,7 @@ import openvino as ov
 import openvino.opset1 as opset1
 import openvino.opset8 as opset8
 import openvino.opset14 as opset14
+import openvino.opset16 as opset16
 import oracle
 import pytest
 
@@ -30,7 +31,7 @@ from jaxpool import openvino as jov
 
 CORE = ov.Core()
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
-OPSETS = {1: opset1, 8: opset8, 14: opset14}
+OPSETS = {1: opset1, 8: opset8, 14: opset14, 16: opset16}
 POOL_TYPES = ("MaxPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool")
 
 
@@ -184,10 +185,12 @@ def avg_pool_cases(version, n, seed):
     if version < 14:
         grid["rounding_type"] = ["floor", "ceil"]
     grid["exclude_pad"] = [False, True]
+    if version >= 16:
+        grid["dilations"] = [(1, 1), (2, 1), (1, 3), (3, 2)]
     return sample(grid, n, seed)
 
 
-@pytest.mark.parametrize("version,n", [(1, 6), (14, 8)])
+@pytest.mark.parametrize("version,n", [(1, 6), (14, 8), (16, 12)])
 def test_avg_pool_grid(tmp_path, version, n):
     x = rand((2, 3, 7, 8), version + 1)
     param = opset8.parameter(list(x.shape), np.float32)
@@ -204,6 +207,7 @@ def test_avg_pool_grid(tmp_path, version, n):
             exclude_pad=c["exclude_pad"],
             rounding_type=c["rounding_type"],
             auto_pad=c["auto_pad"],
+            **({"dilations": list(c["dilations"])} if "dilations" in c else {}),
         )
     layers = save_and_run(tmp_path, param, nodes, x)
     for i, c in enumerate(cases):
@@ -220,6 +224,7 @@ def test_avg_pool_grid(tmp_path, version, n):
             exclude_pad=c["exclude_pad"],
             rounding_type=c["rounding_type"],
             auto_pad=c["auto_pad"],
+            dilations=c.get("dilations"),
         )
         np.testing.assert_array_equal(got, np.asarray(direct))
         assert_avg_close(got, ref)
@@ -385,10 +390,10 @@ def test_versions_of_opsets():
         ).version
 
     assert [version("MaxPool", f"opset{n}") for n in (1, 7, 8, 13, 14, 16)] == [1, 1, 8, 8, 14, 14]
-    assert [version("AvgPool", f"opset{n}") for n in (1, 13, 14, 16)] == [1, 1, 14, 14]
+    assert [version("AvgPool", f"opset{n}") for n in (1, 13, 14, 15, 16)] == [1, 1, 14, 14, 16]
     assert version("AdaptiveMaxPool", "opset8") == version("AdaptiveAvgPool", "opset16") == 8
     assert jov.layer("MaxPool", {"kernel": "2", "strides": "1"}).version == 14
-    assert jov.layer("AvgPool", {"kernel": "2", "strides": "1"}).version == 14
+    assert jov.layer("AvgPool", {"kernel": "2", "strides": "1"}).version == 16
     assert jov.layer("AdaptiveMaxPool").version == 8
 
 

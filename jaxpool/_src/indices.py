@@ -26,13 +26,32 @@ from jax import lax
 
 from jaxpool._src import window as window_lib
 
-# OpenVINO's names and NumPy's.
-INDEX_ELEMENT_TYPES = ("i32", "i64", "int32", "int64")
+# OpenVINO's names (those an IR may state) and NumPy's.
+IR_INDEX_TYPES = ("i32", "i64")
+INDEX_ELEMENT_TYPES = (*IR_INDEX_TYPES, "int32", "int64")
 
 
 def x64_enabled() -> bool:
     """Whether 64-bit types are enabled (``jax_enable_x64``, or inside ``jax.enable_x64``)."""
     return bool(jax.dtypes.canonicalize_dtype(np.int64) == np.int64)
+
+
+def index_type(index_element_type: Any) -> np.dtype:
+    """Reads ``index_element_type`` ("i32", "i64", "int32", "int64" or a dtype) as int32 or
+    int64, whether or not 64-bit types are enabled."""
+    if isinstance(index_element_type, str):
+        window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
+        return np.dtype(np.int32 if index_element_type in ("i32", "int32") else np.int64)
+    try:
+        dtype = np.dtype(index_element_type)
+    except TypeError:
+        raise TypeError(
+            f"`index_element_type` must be 'i32', 'i64', jnp.int32, jnp.int64 or None, "
+            f"got {index_element_type!r}."
+        ) from None
+    if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise ValueError(f"`index_element_type` (={index_element_type!r}) must be int32 or int64.")
+    return dtype
 
 
 def index_dtype(index_element_type: Any) -> np.dtype:
@@ -45,21 +64,7 @@ def index_dtype(index_element_type: Any) -> np.dtype:
     x64 = x64_enabled()
     if index_element_type is None:
         return np.dtype(np.int64 if x64 else np.int32)
-    if isinstance(index_element_type, str):
-        window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
-        dtype = np.dtype(np.int32 if index_element_type in ("i32", "int32") else np.int64)
-    else:
-        try:
-            dtype = np.dtype(index_element_type)
-        except TypeError:
-            raise TypeError(
-                f"`index_element_type` must be 'i32', 'i64', jnp.int32, jnp.int64 or None, "
-                f"got {index_element_type!r}."
-            ) from None
-        if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-            raise ValueError(
-                f"`index_element_type` (={index_element_type!r}) must be int32 or int64."
-            )
+    dtype = index_type(index_element_type)
     if dtype == np.int64 and not x64:
         raise ValueError(
             f"`index_element_type` (={index_element_type!r}) needs 64-bit integers: enable "
