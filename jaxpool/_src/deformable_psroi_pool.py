@@ -115,7 +115,7 @@ def _deformable_psroi_pool(
     xt = roi_lib.channels_last(x, attrs.data_format)
     each = dim // classes
     xg = xt.reshape(n, height, width, classes, each, gs, gs).transpose(3, 0, 5, 6, 1, 2, 4)
-    i = np.arange(gs, dtype=np.int32)
+    i = jnp.arange(gs, dtype=np.int32)
     lead = (batch[:, None, None], i[None, :, None], i[None, None, :])
 
     def pool_class(xg_k, y_index, y_weight, x_index, x_weight):
@@ -211,8 +211,8 @@ def deformable_psroi_pool(
     derivative is 0.  16-bit inputs are sampled and summed in float32.
 
     Sharding: channel-sharded ``x`` pools without collectives when each shard holds whole
-    output channels of one class (``output_dim / K`` divisible by the number of shards, or
-    ``K`` by it).
+    output channels (``output_dim`` divisible by the number of shards): each class reads its
+    own channels, the class being a batch axis of the reads.
 
     Args:
       x: features ``[N, C, H, W]`` (``NCX``) or ``[N, H, W, C]`` (``NXC``), a floating dtype,
@@ -239,12 +239,12 @@ def deformable_psroi_pool(
       >>> x = jnp.arange(64.0).reshape(1, 4, 4, 4)
       >>> rois = jnp.array([[0.0, 0.0, 0.0, 3.0, 3.0]])
       >>> jaxpool.deformable_psroi_pool(x, rois, output_dim=1, group_size=2)[0, 0].tolist()
-      [[2.5, 22.5], [42.5, 62.5]]
+      [[0.0, 17.5], [38.0, 55.5]]
       >>> offsets = jnp.zeros((1, 2, 1, 1)).at[0, 0].set(0.25)  # a quarter of the box right
       >>> jaxpool.deformable_psroi_pool(
       ...     x, rois, offsets, output_dim=1, group_size=2
       ... )[0, 0].tolist()
-      [[3.5, 23.0], [43.5, 63.0]]
+      [[0.5, 18.5], [38.5, 56.5]]
     """
     x, rois = jnp.asarray(x), jnp.asarray(rois)
     _, channels, _, _ = roi_lib.check_features(x, data_format)
