@@ -58,7 +58,7 @@ def _axis(
     sub_size = roi_lib.divide(bin_size, bins)
     i = np.arange(gs, dtype=dtype)
     bin_start = roi_lib.product(i[None, :], bin_size[:, None]) + start[:, None]  # (R, gs)
-    # (K, R, gs_h, gs_w): a row's bins move with their part's offsets, else along their row.
+    # (K, R, gs_h, gs_w): each bin starts by its row (or column) and moves by its part's offset.
     corner = bin_start[None, :, :, None] if along_rows else bin_start[None, :, None, :]
     if trans is not None:
         corner = corner + roi_lib.product(trans, size[None, :, None, None])
