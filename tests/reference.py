@@ -549,3 +549,68 @@ def multilevel_roi_align(
         at_least_one=aligned_mode == "asymmetric" or level_rule == "openvino",
     )
     return out.astype(features[0].dtype)
+
+
+def deformable_psroi_pool(
+    x,
+    rois,
+    offsets=None,
+    *,
+    output_dim,
+    group_size=1,
+    spatial_scale=1.0,
+    spatial_bins=1,
+    trans_std=1.0,
+):
+    """OpenVINO DeformablePSROIPooling-1 (its CPU plugin's loop, in float64) for NCX ``x``,
+    ``(batch_index, x_1, y_1, x_2, y_2)`` rows and offsets ``[R, 2 * K, P, P]`` (or ``None``).
+
+    The rows are read up to the first batch index -1 (the runtime's end of the list); a row
+    whose batch index lies otherwise outside ``[0, N)`` gives zeros, where the runtime reads
+    outside its input.  ``spatial_bins`` is an int or ``(bins_y, bins_x)``.
+    """
+    n, _, height, width = x.shape
+    gs, (bins_y, bins_x) = group_size, _pair(spatial_bins)
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), output_dim, gs, gs), np.float64)
+    classes = 1 if offsets is None else offsets.shape[1] // 2
+    part = 1 if offsets is None else offsets.shape[2]
+    for r, row in enumerate(np.asarray(rois, np.float64)):
+        b = math.trunc(row[0])
+        if b == -1:
+            break
+        if not 0 <= b < n:
+            continue
+        # std::round: halves away from zero.
+        x1, y1, x2, y2 = (math.copysign(math.floor(abs(v) + 0.5), v) for v in row[1:])
+        start_x, start_y = x1 * spatial_scale - 0.5, y1 * spatial_scale - 0.5
+        roi_w = max((x2 + 1) * spatial_scale - 0.5 - start_x, 0.1)
+        roi_h = max((y2 + 1) * spatial_scale - 0.5 - start_y, 0.1)
+        bin_w, bin_h = roi_w / gs, roi_h / gs
+        for c, i, j in itertools.product(range(output_dim), range(gs), range(gs)):
+            dx = dy = 0.0
+            if offsets is not None:
+                k, p, q = c // (output_dim // classes), i * part // gs, j * part // gs
+                dx = float(offsets[r, 2 * k, p, q]) * trans_std
+                dy = float(offsets[r, 2 * k + 1, p, q]) * trans_std
+            left = j * bin_w + start_x + dx * roi_w
+            top = i * bin_h + start_y + dy * roi_h
+            plane = wide[b, (c * gs + i) * gs + j]
+            total, count = 0.0, 0
+            for u, v in itertools.product(range(bins_y), range(bins_x)):
+                px, py = left + v * (bin_w / bins_x), top + u * (bin_h / bins_y)
+                if not (-0.5 <= px <= width - 0.5 and -0.5 <= py <= height - 0.5):
+                    continue
+                px, py = min(max(px, 0.0), width - 1.0), min(max(py, 0.0), height - 1.0)
+                xl, yl = math.floor(px), math.floor(py)
+                xh, yh = math.ceil(px), math.ceil(py)
+                fx, fy = px - xl, py - yl
+                total += (
+                    (1 - fx) * (1 - fy) * plane[yl, xl]
+                    + (1 - fx) * fy * plane[yh, xl]
+                    + fx * (1 - fy) * plane[yl, xh]
+                    + fx * fy * plane[yh, xh]
+                )
+                count += 1
+            out[r, c, i, j] = total / count if count else 0.0
+    return out.astype(x.dtype)

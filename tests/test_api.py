@@ -132,6 +132,18 @@ SIGNATURES = {
         ("spatial_bins", K, 1),
         ("data_format", K, "NCX"),
     ],
+    "deformable_psroi_pool": [
+        ("x", P, REQUIRED),
+        ("rois", P, REQUIRED),
+        ("offsets", P, None),
+        ("output_dim", K, REQUIRED),
+        ("group_size", K, 1),
+        ("spatial_scale", K, 1.0),
+        ("spatial_bins", K, 1),
+        ("trans_std", K, 1.0),
+        ("part_size", K, None),
+        ("data_format", K, "NCX"),
+    ],
 }
 LAYER_SIGNATURE = [
     ("xml_or_type", P, REQUIRED),

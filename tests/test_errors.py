@@ -1323,6 +1323,252 @@ ROWS += [
         match="`mode`",
     ),
     row(
+        "deformable_psroi_pool-rois-width",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI, R4, output_dim=2, group_size=2),
+        ),
+        error=V,
+        match=r"`rois` \(shape \(3, 4\)\)",
+    ),
+    row(
+        "deformable_psroi_pool-channels",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI, R5, output_dim=3, group_size=2),
+        ),
+        error=V,
+        match=r"`x` has 8 channels.*3 \* 2\*\*2 = 12",
+    ),
+    row(
+        "deformable_psroi_pool-output_dim",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI, R5, output_dim=0, group_size=2),
+        ),
+        error=V,
+        match=r"`output_dim` \(=0\)",
+    ),
+    row(
+        "deformable_psroi_pool-group_size",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI, R5, output_dim=8, group_size=0),
+        ),
+        error=V,
+        match=r"`group_size` \(=0\)",
+    ),
+    row(
+        "deformable_psroi_pool-output_dim-missing",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI, R5, group_size=2),
+        ),
+        error=T,
+        match="output_dim",
+    ),
+    row(
+        "deformable_psroi_pool-spatial_bins-zero",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, spatial_bins=0
+            ),
+        ),
+        error=V,
+        match=r"`spatial_bins` \(=0\)",
+    ),
+    row(
+        "deformable_psroi_pool-spatial_bins-length",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, spatial_bins=(2, 2, 2)
+            ),
+        ),
+        error=V,
+        match=r"`spatial_bins` \(=\(2, 2, 2\)\)",
+    ),
+    row(
+        "deformable_psroi_pool-spatial_bins-float",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, spatial_bins=1.5
+            ),
+        ),
+        error=T,
+        match=r"`spatial_bins` must be an int, got 1.5",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-rois",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((2, 2, 2, 2), np.float32), output_dim=2, group_size=2
+            ),
+        ),
+        error=V,
+        match=r"`offsets` \(shape \(2, 2, 2, 2\)\) must have shape \[R, 2 \* K, P, P\] = \[3, ",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-odd",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((3, 3, 2, 2), np.float32), output_dim=2, group_size=2
+            ),
+        ),
+        error=V,
+        match=r"`offsets` \(shape \(3, 3, 2, 2\)\)",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-rank",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((3, 2, 2), np.float32), output_dim=2, group_size=2
+            ),
+        ),
+        error=V,
+        match=r"`offsets` \(shape \(3, 2, 2\)\)",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-not-square",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((3, 2, 2, 3), np.float32), output_dim=2, group_size=2
+            ),
+        ),
+        error=V,
+        match=r"`offsets` \(shape \(3, 2, 2, 3\)\).*square grid",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-part_size",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI,
+                R5,
+                np.zeros((3, 2, 2, 2), np.float32),
+                output_dim=2,
+                group_size=2,
+                part_size=3,
+            ),
+        ),
+        error=V,
+        match=r"`offsets` \(shape \(3, 2, 2, 2\)\).*`part_size`=3",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-classes",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((3, 6, 2, 2), np.float32), output_dim=2, group_size=2
+            ),
+        ),
+        error=V,
+        match=r"K = 3 classes, which must divide `output_dim` \(=2\)",
+    ),
+    row(
+        "deformable_psroi_pool-offsets-dtype",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, np.zeros((3, 2, 2, 2), np.int32), output_dim=2, group_size=2
+            ),
+        ),
+        error=T,
+        match=r"`offsets` must have a floating dtype, got int32",
+    ),
+    row(
+        "deformable_psroi_pool-part_size",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, part_size=0
+            ),
+        ),
+        error=V,
+        match=r"`part_size` \(=0\)",
+    ),
+    row(
+        "deformable_psroi_pool-trans_std-type",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, trans_std="1"
+            ),
+        ),
+        error=T,
+        match=r"`trans_std` must be a float, got '1'",
+    ),
+    row(
+        "deformable_psroi_pool-trans_std-nan",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, trans_std=float("nan")
+            ),
+        ),
+        error=V,
+        match=r"`trans_std` \(=nan\) must be finite",
+    ),
+    row(
+        "deformable_psroi_pool-spatial_scale-type",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, spatial_scale="1"
+            ),
+        ),
+        error=T,
+        match="`spatial_scale`",
+    ),
+    row(
+        "deformable_psroi_pool-data_format",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5, output_dim=2, group_size=2, data_format="NHWC"
+            ),
+        ),
+        error=V,
+        match="`data_format`",
+    ),
+    row(
+        "deformable_psroi_pool-x-dtype",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI.astype(np.int32), R5, output_dim=2, group_size=2
+            ),
+        ),
+        error=T,
+        match="`x` must have a floating dtype",
+    ),
+    row(
+        "deformable_psroi_pool-x-rank",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(X_ROI[0], R5, output_dim=2, group_size=2),
+        ),
+        error=V,
+        match="`x` must have rank 4",
+    ),
+    row(
+        "deformable_psroi_pool-rois-dtype",
+        called(
+            jaxpool.deformable_psroi_pool,
+            lambda: jaxpool.deformable_psroi_pool(
+                X_ROI, R5.astype(np.int32), output_dim=2, group_size=2
+            ),
+        ),
+        error=T,
+        match="`rois` must have a floating dtype",
+    ),
+    row(
         "onnx.node-bad-1",
         called(
             jaxpool.onnx.node, lambda: jaxpool.onnx.node(helper.make_node("Conv", ["x"], ["y"]))

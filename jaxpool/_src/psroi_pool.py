@@ -15,11 +15,6 @@ from jaxpool._src import window as window_lib
 MODES = ("average", "bilinear")
 
 
-def _round_half_away(v: jax.Array) -> jax.Array:
-    """``roundf``: halves away from zero (``jnp.round`` rounds them to even)."""
-    return jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5)
-
-
 @functools.partial(
     jax.jit,
     static_argnames=(
@@ -57,8 +52,8 @@ def _psroi_pool(
         xg = xt.reshape(n, height, width, output_dim, gs, gs).transpose(0, 4, 5, 1, 2, 3)
         index, valid, count = [], [], []
         for first, last, length in ((2, 4, height), (1, 3, width)):
-            start = _round_half_away(boxes[:, first]) * spatial_scale
-            end = _round_half_away(boxes[:, last] + 1) * spatial_scale
+            start = roi_lib.round_half_away(boxes[:, first]) * spatial_scale
+            end = roi_lib.round_half_away(boxes[:, last] + 1) * spatial_scale
             # The runtime's floor on the box size, which also turns inverted boxes upright.
             bin_size = roi_lib.divide(jnp.maximum(end - start, 0.1), gs)
             i = np.arange(gs, dtype=dtype)

@@ -183,6 +183,15 @@ def nothing_read(
     return jnp.zeros((num_rois, *output_size, channels), dtype)
 
 
+def round_half_away(v: jax.Array) -> jax.Array:
+    """``roundf``, halves away from zero (``jnp.round`` rounds them to even), with no
+    derivative.  ``v - trunc(v)`` is exact, where ``floor(|v| + 0.5)`` rounds the sum first
+    (0.49999997 + 0.5 is 1 in float32)."""
+    v = lax.stop_gradient(v)
+    whole = jnp.trunc(v)
+    return jnp.where(jnp.abs(v - whole) >= 0.5, whole + jnp.sign(v), whole)
+
+
 def batch_or_zero(batch: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     """Batch indices clipped into ``[0, N)`` and the mask of those that were inside."""
     batch = batch.astype(np.int32)

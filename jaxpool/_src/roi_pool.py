@@ -15,11 +15,6 @@ from jaxpool._src import window as window_lib
 METHODS = ("max", "bilinear")
 
 
-def _round_half_away(v: jax.Array) -> jax.Array:
-    """``std::round``: halves away from zero (``jnp.round`` rounds them to even)."""
-    return jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5)
-
-
 def _max_bins(
     xt: jax.Array,
     batch: jax.Array,
@@ -93,7 +88,7 @@ def _roi_pool(
     xt = roi_lib.channels_last(x, data_format)
     if method == "max":
         x1, y1, x2, y2 = (
-            jax.lax.stop_gradient(_round_half_away(boxes[:, i] * spatial_scale)).astype(np.int32)
+            roi_lib.round_half_away(boxes[:, i] * spatial_scale).astype(np.int32)
             for i in range(1, 5)
         )
         pooled = _max_bins(xt, batch, inside, (y1, x1), (y2, x2), (height, width), output_size)

@@ -1,0 +1,388 @@
+"""deformable_psroi_pool against the OpenVINO runtime's DeformablePSROIPooling-1 (CPU plugin).
+
+Values on random cases with fixed seeds, for every attribute: classes of offsets from one to
+one per output channel, part grids smaller and larger than the bins, 1 to 20 samples per bin
+(the longest read in tiles), scales 1 to 1/16, negative ``trans_std``, size-1 maps, boxes
+from sub-pixel to many times the map, partly or wholly outside it, inverted and on
+half-integers, offsets that push samples off the map; both layouts and 16-bit inputs.
+Derivatives: the gradient in ``x`` is the adjoint of the float64 reference's linear map
+(``<J v, w> = <v, J^T w>``), the derivatives in the offsets agree with central differences in
+float64, and those in the boxes (rounded to pixels) are 0.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cases
+import jax
+import jax.numpy as jnp
+import numpy as np
+import openvino as ov
+import openvino.opset1 as opset1
+import pytest
+import reference
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxpool
+
+ATOL = 2e-5
+_CORE = ov.Core()
+_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+@functools.cache
+def _compiled(x_shape, rois_shape, offsets_shape, attrs):
+    params = [opset1.parameter(list(s), ov.Type.f32) for s in (x_shape, rois_shape)]
+    kwargs = dict(attrs)
+    if offsets_shape is not None:
+        params.append(opset1.parameter(list(offsets_shape), ov.Type.f32))
+        kwargs["offsets"] = params[-1]
+    node = opset1.deformable_psroi_pooling(params[0], params[1], **kwargs)
+    return _CORE.compile_model(ov.Model(node.outputs(), params), "CPU", _CONFIG)
+
+
+def runtime(x, rois, offsets=None, **attrs):
+    """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
+    bins = attrs.pop("spatial_bins", 1)
+    bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
+    attrs = dict(
+        attrs,
+        spatial_bins_y=bins_y,
+        spatial_bins_x=bins_x,
+        spatial_scale=float(attrs.get("spatial_scale", 1.0)),
+        part_size=1 if offsets is None else offsets.shape[2],
+    )
+    inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
+    if offsets is not None:
+        inputs.append(np.ascontiguousarray(offsets, np.float32))
+    model = _compiled(
+        inputs[0].shape,
+        inputs[1].shape,
+        None if offsets is None else inputs[2].shape,
+        tuple(sorted(attrs.items())),
+    )
+    return np.asarray(model(inputs)[model.outputs[0]])
+
+
+def call(x, rois, offsets=None, data_format="NCX", **attrs):
+    """deformable_psroi_pool of NCX ``x`` laid out in ``data_format``."""
+    layout = cases.to_layout(x, data_format)
+    return jaxpool.deformable_psroi_pool(layout, rois, offsets, data_format=data_format, **attrs)
+
+
+def check(got, want, data_format="NCX", atol=ATOL):
+    got = cases.from_layout(got, data_format).astype(np.float32)
+    want = np.asarray(want, np.float32)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+
+
+# (name, map (H, W), classes K or None for no offsets, part size, offsets' magnitude, layout,
+# attributes).  C = output_dim * group_size**2.
+CONFIGS = [
+    ("one-bin-size-1-rows", (1, 7), None, 1, 0, "NCX", dict(output_dim=1, group_size=1)),
+    (
+        "class-per-channel",
+        (9, 6),
+        3,
+        2,
+        1,
+        "NXC",
+        dict(output_dim=3, group_size=2, spatial_scale=0.5, spatial_bins=(2, 3), trans_std=0.1),
+    ),
+    (
+        "9-samples",
+        (10, 12),
+        1,
+        3,
+        1,
+        "NCX",
+        dict(output_dim=2, group_size=3, spatial_scale=1 / 16, spatial_bins=3),
+    ),
+    (
+        "tiles-fewer-parts",
+        (7, 9),
+        2,
+        2,
+        1,
+        "NXC",
+        dict(output_dim=2, group_size=3, spatial_scale=0.25, spatial_bins=(5, 4), trans_std=0.5),
+    ),
+    (
+        "more-parts-size-1-columns",
+        (5, 1),
+        2,
+        5,
+        1,
+        "NCX",
+        dict(output_dim=4, group_size=2, spatial_bins=(1, 2), trans_std=-0.75),
+    ),
+    (
+        "no-offsets",
+        (8, 8),
+        None,
+        1,
+        0,
+        "NXC",
+        dict(output_dim=1, group_size=4, spatial_scale=0.1875, spatial_bins=(2, 1)),
+    ),
+    (
+        "pushed-off-the-map",
+        (4, 5),
+        1,
+        2,
+        3,
+        "NCX",
+        dict(output_dim=2, group_size=2, spatial_scale=0.5, spatial_bins=3),
+    ),
+]
+NUM_ROIS = 10
+
+
+def random_case(config, seed, dtype=np.float32):
+    """Features ``[2, C, H, W]``, rows ``(batch_index, x_1, y_1, x_2, y_2)`` (fractional batch
+    indices in ``[0, 2)``, corners on half-integers for odd seeds) and offsets (or None)."""
+    _, (height, width), classes, part, reach, _, attrs = config
+    rng = np.random.default_rng(seed)
+    gs, scale = attrs["group_size"], attrs.get("spatial_scale", 1.0)
+    x = rng.standard_normal((2, attrs["output_dim"] * gs * gs, height, width)).astype(dtype)
+    boxes = cases.random_boxes(rng, NUM_ROIS, height, width, scale, inverted=0.2)
+    boxes[-1] = [-3 * width / scale, -2 * height / scale, 4 * width / scale, 3 * height / scale]
+    if seed % 2:
+        boxes = np.round(boxes * 2) / 2
+    batch = rng.integers(0, 2, NUM_ROIS) + rng.uniform(0, 0.99, NUM_ROIS)
+    rois = np.concatenate([batch[:, None], boxes], 1).astype(np.float32)
+    offsets = None
+    if classes is not None:
+        offsets = rng.uniform(-reach, reach, (NUM_ROIS, 2 * classes, part, part))
+        offsets = offsets.astype(np.float32)
+    return x, rois, offsets
+
+
+# --------------------------------------------------------------------------------------------
+# Values.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_matches_runtime(config):
+    data_format, attrs = config[5], config[6]
+    for seed in range(3):
+        x, rois, offsets = random_case(config, seed)
+        got = call(x, rois, offsets, data_format, **attrs)
+        assert got.dtype == np.float32
+        check(got, runtime(x, rois, offsets, **attrs), data_format)
+
+
+def test_runtime_rules():
+    """The docstring's rules, each against the runtime: a batch index of -1 ends the list of
+    boxes, indices are truncated, tiny and inverted boxes are 0.1 wide, samples outside
+    ``[-0.5, L - 0.5]`` are skipped (a bin of none gives 0), and other batch indices outside
+    ``[0, N)`` give zeros (where the runtime reads outside its input)."""
+    config = CONFIGS[1]
+    x, rois, offsets = random_case(config, 10)
+    attrs = config[6]
+    rois[:, 1:] = [3, 2, 8, 9]
+    rois[:, 0] = [0, 1.9, -0.5, 0, 1, -0.99, 1, -1, 0, 1]
+    rois[3, 1:] = [5, 4, 5.4, 3.6]  # a box of one pixel
+    rois[4, 1:] = [9, 9, 1, 2]  # inverted
+    rois[6, 1:] = [-40, -40, -30, -30]  # off the map
+    offsets[6] = 0
+    offsets[5, 0::2] = 40  # every bin pushed 4 box widths right, off the map
+    got = call(x, rois, offsets, **attrs)
+    want = runtime(x, rois, offsets, **attrs)
+    check(got, want)
+    assert np.all(want[5:] == 0) and np.all(want[6] == 0)
+    assert np.all(np.abs(want[:5]).sum((1, 2, 3)) > 0)
+    # Batch indices 2 and -2 read outside the runtime's input: zeros here.
+    rois[:2, 0] = [2, -2]
+    got = np.asarray(call(x, rois, offsets, **attrs))
+    assert np.all(got[:2] == 0)
+    check(got[2:5], want[2:5])
+
+
+def test_reference_matches_runtime():
+    """The float64 reference that the derivative tests use is the runtime's op (on scales and
+    ``trans_std`` that float32 holds exactly)."""
+    for config in CONFIGS[2:5]:
+        x, rois, offsets = random_case(config, 20)
+        want = runtime(x, rois, offsets, **config[6])
+        check(reference.deformable_psroi_pool(x, rois, offsets, **config[6]), want)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_half_precision(dtype):
+    config = CONFIGS[4]
+    x, rois, offsets = random_case(config, 30)
+    low = np.asarray(jnp.asarray(x, dtype))
+    got = call(low, rois, offsets, config[5], **config[6])
+    assert got.dtype == dtype
+    # Sampled and summed in float32, one rounding to the 16-bit type at the end.
+    want = runtime(low.astype(np.float32), rois, offsets, **config[6])
+    check(got, want, config[5], atol=1e-2 if dtype == jnp.bfloat16 else 1e-3)
+
+
+# --------------------------------------------------------------------------------------------
+# Derivatives (float64).
+# --------------------------------------------------------------------------------------------
+
+
+DERIVATIVE_ATTRS = dict(output_dim=4, group_size=2, spatial_scale=0.5, spatial_bins=(1, 2))
+
+
+def derivative_case(seed):
+    """Float64 features ``[2, 16, 9, 11]``, rows off half-integers and offsets ``[6, 4, 3, 3]``
+    (two classes) small enough to keep most samples on the map."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 16, 9, 11))
+    low = rng.uniform(-2, 14, (6, 2))
+    corners = np.concatenate([low, low + rng.uniform(1, 12, (6, 2))], 1)
+    corners = np.floor(corners) + rng.uniform(0.1, 0.4, corners.shape)
+    rois = np.concatenate([rng.integers(0, 2, (6, 1)), corners], 1)
+    offsets = rng.uniform(-0.3, 0.3, (6, 4, 3, 3))
+    return x, rois, offsets, rng
+
+
+def test_gradient_is_adjoint_of_reference(x64):
+    """The op is linear in ``x``: the reference applied to ``v`` is ``J v``, the gradient
+    (``vjp``) is its adjoint, and ``jvp`` is ``J v``."""
+    x, rois, offsets, rng = derivative_case(1)
+
+    def f(a):
+        return jaxpool.deformable_psroi_pool(a, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS)
+
+    v = rng.standard_normal(x.shape)
+    jv = reference.deformable_psroi_pool(v, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS)
+    w = rng.standard_normal(jv.shape)
+    y, f_vjp = jax.vjp(f, jnp.asarray(x))
+    np.testing.assert_allclose(
+        y,
+        reference.deformable_psroi_pool(x, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS),
+        atol=1e-12,
+    )
+    (jtw,) = f_vjp(jnp.asarray(w))
+    np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, np.asarray(jtw)), rtol=1e-10)
+    _, tangent = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))
+    np.testing.assert_allclose(tangent, jv, atol=1e-12)
+
+
+def test_offset_and_box_derivatives(x64):
+    """Forward and reverse derivatives in the offsets and the box corners together against
+    central differences; those in the corners, which are rounded to pixels, are 0."""
+    x, rois, offsets, rng = derivative_case(2)
+    x, rois = jnp.asarray(x), jnp.asarray(rois)
+    split = offsets.size
+
+    def f(p):
+        o = p[:split].reshape(offsets.shape)
+        r = jnp.concatenate([rois[:, :1], p[split:].reshape(-1, 4)], 1)
+        return jaxpool.deformable_psroi_pool(x, r, o, trans_std=0.5, **DERIVATIVE_ATTRS)
+
+    p = jnp.concatenate([jnp.asarray(offsets).ravel(), rois[:, 1:].ravel()])
+    cases.check_box_derivatives(f, p, rng)
+    y, f_vjp = jax.vjp(f, p)
+    (grad,) = f_vjp(jnp.ones_like(y))
+    assert np.any(np.asarray(grad[:split])) and not np.any(np.asarray(grad[split:]))
+
+
+# --------------------------------------------------------------------------------------------
+# Transforms.
+# --------------------------------------------------------------------------------------------
+
+
+def test_jit_equals_eager(jit_mode):
+    config = CONFIGS[4]
+    x, rois, offsets = random_case(config, 40)
+
+    def f(a, r, o):
+        return jaxpool.deformable_psroi_pool(a, r, o, **config[6])
+
+    check(jit_mode(f, x, rois, offsets), runtime(x, rois, offsets, **config[6]))
+
+
+def test_layouts_equal():
+    config = CONFIGS[4]
+    x, rois, offsets = random_case(config, 41)
+    ncx = np.asarray(call(x, rois, offsets, "NCX", **config[6]))
+    nxc = np.asarray(call(x, rois, offsets, "NXC", **config[6]))
+    np.testing.assert_array_equal(ncx, np.moveaxis(nxc, -1, 1))
+
+
+def test_vmap_equals_a_loop():
+    config = CONFIGS[4]
+    attrs = config[6]
+    draws = [random_case(config, 50 + k) for k in range(3)]
+    x = draws[0][0]
+
+    def f(a, r, o):
+        return jaxpool.deformable_psroi_pool(a, r, o, **attrs)
+
+    rois = np.stack([d[1] for d in draws])
+    offsets = np.stack([d[2] for d in draws])
+    got = jax.vmap(lambda r, o: f(x, r, o))(rois, offsets)
+    loop = np.stack([f(x, r, o) for r, o in zip(rois, offsets)])
+    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
+    images = np.stack([x, x[::-1] * 2])
+
+    def loss(a):
+        return (f(a, rois[0], offsets[0]) ** 2).sum()
+
+    got, grads = jax.vmap(lambda a: (f(a, rois[0], offsets[0]), jax.grad(loss)(a)))(images)
+    np.testing.assert_allclose(
+        got, np.stack([f(a, rois[0], offsets[0]) for a in images]), rtol=0, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        grads, np.stack([jax.grad(loss)(a) for a in images]), rtol=0, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("n,r", [(0, 3), (2, 0), (0, 0)])
+def test_empty_inputs(n, r, data_format):
+    x = cases.to_layout(np.ones((n, 8, 5, 6), np.float32), data_format)
+    rois = np.ones((r, 5), np.float32)
+    offsets = np.zeros((r, 2, 3, 3), np.float32)
+    attrs = dict(output_dim=2, group_size=2, data_format=data_format)
+
+    def f(a, b, o):
+        return jaxpool.deformable_psroi_pool(a, b, o, **attrs)
+
+    shape = (r, 2, 2, 2)
+    for y in (f(x, rois, offsets), jax.jit(f)(x, rois, offsets), f(x, rois, None)):
+        assert y.shape == shape and y.dtype == np.float32
+        assert not np.any(np.asarray(y))
+    stacked = jax.vmap(f)(np.stack([x, x]), np.stack([rois, rois]), np.stack([offsets] * 2))
+    assert stacked.shape == (2, *shape)
+    grads = jax.grad(lambda *a: f(*a).sum(), argnums=(0, 1, 2))(x, rois, offsets)
+    for g, a in zip(grads, (x, rois, offsets)):
+        assert g.shape == a.shape and not np.any(np.asarray(g))
+    low = jaxpool.deformable_psroi_pool(x.astype(jnp.bfloat16), rois, offsets, **attrs)
+    assert low.shape == shape and low.dtype == jnp.bfloat16
+
+
+@pytest.mark.parametrize("classes,data_format", [(2, "NCX")])
+def test_channel_sharding_has_no_collectives(classes, data_format):
+    """With 8 shards of whole output channels (of two classes: each class reads at its own
+    positions), neither the forward nor the gradient moves data between devices."""
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs 8 devices")
+    mesh = Mesh(np.array(devices[:8]), ("c",))
+    rng = np.random.default_rng(4)
+    x = cases.to_layout(rng.standard_normal((2, 8 * 4, 9, 10)).astype(np.float32), data_format)
+    rois = np.c_[rng.integers(0, 2, 6), rng.uniform(0, 10, (6, 4))].astype(np.float32)
+    offsets = rng.uniform(-0.3, 0.3, (6, 2 * classes, 2, 2)).astype(np.float32)
+    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+
+    def f(a):
+        return jaxpool.deformable_psroi_pool(
+            a, rois, offsets, output_dim=8, group_size=2, data_format=data_format
+        )
+
+    for g in (f, jax.grad(lambda a: (f(a) ** 2).sum())):
+        text = jax.jit(g).lower(xs).compile().as_text()
+        found = cases.COLLECTIVE.findall(text)
+        assert not found, sorted(set(found))
+    np.testing.assert_allclose(jax.jit(f)(xs), f(x), atol=1e-6)
