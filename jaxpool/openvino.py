@@ -12,7 +12,8 @@ a call returns:
   ``(values, indices)``; AdaptiveAvgPool-8: ``adaptive_avg_pool(x, output_size)``;
 * ROIPooling-1, -2: ``roi_pool(x, rois, ...)``; ROIAlign-3, -9: ``roi_align(x, rois,
   batch_indices, ...)``; ROIAlignRotated-15: ``roi_align_rotated(x, rois, batch_indices,
-  ...)``; PSROIPooling-1: ``psroi_pool(x, rois, ...)``;
+  ...)``; PSROIPooling-1: ``psroi_pool(x, rois, ...)``; DeformablePSROIPooling-1:
+  ``deformable_psroi_pool(x, rois[, offsets], ...)``, its offsets optional as in the IR;
 * ExperimentalDetectronROIFeatureExtractor-6: ``multilevel_roi_align(levels, rois, ...)``,
   ``(features, rois)``.
 

@@ -386,3 +386,28 @@ def test_channel_sharding_has_no_collectives(classes, data_format):
         found = cases.COLLECTIVE.findall(text)
         assert not found, sorted(set(found))
     np.testing.assert_allclose(jax.jit(f)(xs), f(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])
+def test_openvino_layer_matches_runtime(config):
+    """``openvino.layer("DeformablePSROIPooling", ...)`` from IR attribute strings, with and
+    without its optional offsets."""
+    attrs = dict(config[6])
+    x, rois, offsets = random_case(config, 0)
+    bins = attrs.get("spatial_bins", 1)
+    bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
+    ir = {
+        "output_dim": str(attrs["output_dim"]),
+        "group_size": str(attrs["group_size"]),
+        "spatial_scale": repr(float(attrs.get("spatial_scale", 1.0))),
+        "spatial_bins_x": str(bins_x),
+        "spatial_bins_y": str(bins_y),
+        "trans_std": repr(float(attrs.get("trans_std", 1.0))),
+        "part_size": str(offsets.shape[2]),
+        "mode": "bilinear_deformable",
+    }
+    layer = jaxpool.openvino.layer("DeformablePSROIPooling", ir)
+    assert layer.function == "deformable_psroi_pool"
+    check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
+    without = jaxpool.openvino.layer("DeformablePSROIPooling", {**ir, "part_size": "1"})
+    check(without(x, rois), runtime(x, rois, **attrs))

@@ -14,6 +14,9 @@ import numpy as np
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
+# The one mode of DeformablePSROIPooling-1 (its IR attribute ``mode``).
+MODES = ("bilinear_deformable",)
+
 
 @dataclasses.dataclass(frozen=True)
 class Deformable:

@@ -18,6 +18,8 @@ from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
 from jaxpool._src.adaptive_max_pool import adaptive_max_pool
 from jaxpool._src.avg_pool import avg_pool
+from jaxpool._src.deformable_psroi_pool import MODES as DEFORMABLE_MODES
+from jaxpool._src.deformable_psroi_pool import deformable_psroi_pool
 from jaxpool._src.interop.bound import Arguments, Bound
 from jaxpool._src.interop.ir_values import INT_LIST_RE, INT_RE, IRAttributes, integer
 from jaxpool._src.max_pool import max_pool
@@ -181,6 +183,20 @@ def _psroi_pooling(a: IRAttributes) -> Bound:
     return a.bind(psroi_pool, arguments, inputs=("x", "rois"))
 
 
+def _deformable_psroi_pooling(a: IRAttributes) -> Bound:
+    a.word("mode", DEFORMABLE_MODES, DEFORMABLE_MODES[0])
+    bins = (a.integer("spatial_bins_y", 1, "1"), a.integer("spatial_bins_x", 1, "1"))
+    arguments = (
+        ("output_dim", a.integer("output_dim", 1)),
+        ("group_size", a.integer("group_size", 1, "1")),
+        ("spatial_scale", a.number("spatial_scale")),
+        ("spatial_bins", bins),
+        ("trans_std", a.number("trans_std", "1")),
+        ("part_size", a.integer("part_size", 1, "1")),
+    )
+    return a.bind(deformable_psroi_pool, arguments, inputs=("x", "rois", "offsets"), optional=1)
+
+
 def _pyramid(op: Bound, rois: Any, *levels: Any) -> tuple[jax.Array, jax.Array]:
     """Calls ExperimentalDetectronROIFeatureExtractor: the maps hold one image each, and the
     second output is the input ``rois``, unchanged (as the runtime returns it)."""
@@ -244,7 +260,9 @@ BINDERS: dict[str, dict[int, Binder]] = {
         15: Binder((*_ROI_ALIGN[:-1], "clockwise_mode"), _roi_align_rotated),
     },
     "PSROIPooling": {1: Binder(_PSROI_POOLING, _psroi_pooling)},
-    # "DeformablePSROIPooling": {1: Binder(...)}, bound to deformable_psroi_pool, goes here.
+    "DeformablePSROIPooling": {
+        1: Binder((*_PSROI_POOLING, "trans_std", "part_size"), _deformable_psroi_pooling)
+    },
     "ExperimentalDetectronROIFeatureExtractor": {6: Binder(_EXTRACTOR, _roi_feature_extractor)},
 }
 
