@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpool._src import onnx_ops
+from jaxpool._src import roi_align as roi_align_lib
 
 _SLIDING = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
 _ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -117,6 +118,9 @@ class Node:
             return self._max_unpool(*inputs)
         if self.op_type in ("MaxRoiPool", "RoiAlign"):
             import jaxpool
+
+            if self.kwargs.get("mode") == roi_align_lib.ONNX_MAX:
+                return roi_align_lib.roi_align_any_mode(*inputs, **self.kwargs)
 
             return getattr(jaxpool, self.function)(*inputs, **self.kwargs)
         x = jnp.asarray(inputs[0])
@@ -394,13 +398,10 @@ def node(node: Any, *, index_element_type: Any = None, opset: int | None = None)
                 f"{list(_ROI_ALIGN_MODES)}."
             )
         mode = values.get("mode", "avg")
-        if mode != "avg":
-            # ONNX's max (its reference and ONNX Runtime) takes the largest of the weighted
-            # bilinear terms of the samples, not the largest sample (OpenVINO's, roi_align's).
-            raise ValueError(
-                f"`mode` (={mode!r}) of RoiAlign is not supported: jaxpool.onnx computes 'avg' "
-                "only (ONNX's 'max' is the largest weighted bilinear term, not a sample)."
-            )
+        if mode not in ("avg", "max"):
+            raise ValueError(f"`mode` (={mode!r}) of RoiAlign must be one of ['avg', 'max'].")
+        # ONNX's max is the largest weighted corner term, not roi_align's largest sample.
+        mode = {"max": roi_align_lib.ONNX_MAX}.get(mode, mode)
         arguments = (
             ("output_size", (values.get("output_height", 1), values.get("output_width", 1))),
             ("spatial_scale", values.get("spatial_scale", 1.0)),
