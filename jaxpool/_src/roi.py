@@ -734,17 +734,44 @@ def pool_boxes(
         y_index, y_weight = y.corners(bound_y, average, window, ends)
         x_index, x_weight = x.corners(bound_x, average, window, ends)
         y_weight = y_weight * keep.astype(y_weight.dtype)[:, None, None, None]
-        return pool_samples(
-            xt,
-            lead,
+        corners = (
             y_index[:, :, :, None, None],
             y_weight[:, :, :, None, None],
             x_index[:, None, None],
             x_weight[:, None, None],
-            mode,
         )
+        if ends:
+            corners = _outside_reads_origin(*corners, y.offset, x.offset)
+        return pool_samples(xt, lead, *corners, mode)
 
-    return by_reach((y, x), program, window)
+    pooled = by_reach((y, x), program, window)
+    if ends:
+        # ONNX's maximum is no term of a bin with no samples (0 in the runtime) or of a box
+        # that reads nothing.
+        held = keep & (y.count > 0) & (x.count > 0)
+        pooled = jnp.where(held[:, None, None, None], pooled, jnp.zeros_like(pooled))
+    return pooled
+
+
+def _outside_reads_origin(
+    y_index: jax.Array,
+    y_weight: jax.Array,
+    x_index: jax.Array,
+    x_weight: jax.Array,
+    y_offset: Any,
+    x_offset: Any,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The corners of a grid of samples, where a sample outside the map on either axis (its
+    weights there all 0) reads the map's element ``(0, 0)`` on both, as ONNX Runtime's does.
+
+    Its terms are then ``0 * x[0, 0]``, which a maximum that does not start from 0 sees: NaN
+    where that element is not finite.  The index arrays broadcast to the whole grid.
+    """
+    y_outside = jnp.all(y_weight == 0, -1, keepdims=True)
+    x_outside = jnp.all(x_weight == 0, -1, keepdims=True)
+    y_index = jnp.where(x_outside, per_box(y_offset, y_index.ndim), y_index)
+    x_index = jnp.where(y_outside, per_box(x_offset, x_index.ndim), x_index)
+    return y_index, y_weight, x_index, x_weight
 
 
 # --------------------------------------------------------------------------------------------
