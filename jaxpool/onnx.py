@@ -36,8 +36,9 @@ ONNX's semantics, where they are not jaxpool's defaults:
 * ``RoiAlign``'s ``coordinate_transformation_mode="half_pixel"`` (the default since RoiAlign-16;
   before, the default is ``"output_half_pixel"``: pass ``opset``) is
   ``aligned_mode="half_pixel_for_nn"``, ``"output_half_pixel"`` is ``"asymmetric"``.  Its
-  ``mode="max"`` is refused: ONNX's maximum (its reference and ONNX Runtime) is the largest
-  weighted bilinear term of a bin's samples, not the largest sample.
+  ``mode="max"`` is ONNX Runtime's (and ONNX's reference's): the largest weighted bilinear
+  term ``w_k * x_k`` of a bin's samples, starting from the first sample, not
+  ``roi_align(..., mode="max")``'s largest sample starting from 0.
 * ``MaxRoiPool`` is ``roi_pool(..., method="max")``: boxes rounded to elements, as Caffe's.
 
 Attributes the node does not define for its operation are refused with a ``ValueError``,

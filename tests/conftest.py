@@ -19,6 +19,11 @@ os.environ.setdefault(
     "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "jaxpool-hypothesis")
 )
 
+# OpenVINO's model converter, imported by `openvino.save_model`, sends telemetry from a forked
+# process unless it runs in CI; a fork in a process running JAX warns (an error here), and a
+# test sends nothing anywhere.
+os.environ["CI"] = "true"
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 

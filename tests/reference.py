@@ -614,3 +614,90 @@ def deformable_psroi_pool(
                 count += 1
             out[r, c, i, j] = total / count if count else 0.0
     return out.astype(x.dtype)
+
+
+def _onnx_corners(plane_shape, y, x):
+    """ONNX Runtime's four corners of a RoiAlign sample at ``(y, x)``: ``[(row, column,
+    weight)]`` in its order, or ``None`` for a sample outside the map (its terms are
+    ``0 * x[0, 0]``)."""
+    height, width = plane_shape
+    if y < -1 or y > height or x < -1 or x > width:
+        return None
+    y, x = max(y, type(y)(0)), max(x, type(x)(0))
+    y_low, x_low = int(y), int(x)
+    if y_low >= height - 1:
+        y_low = y_high = height - 1
+        y = type(y)(y_low)
+    else:
+        y_high = y_low + 1
+    if x_low >= width - 1:
+        x_low = x_high = width - 1
+        x = type(x)(x_low)
+    else:
+        x_high = x_low + 1
+    ly, lx = y - y_low, x - x_low
+    hy, hx = 1 - ly, 1 - lx
+    return [
+        (y_low, x_low, hy * hx),
+        (y_low, x_high, hy * lx),
+        (y_high, x_low, ly * hx),
+        (y_high, x_high, ly * lx),
+    ]
+
+
+def roi_align_onnx_max(
+    x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0, half_pixel=True
+):
+    """ONNX Runtime's RoiAlign ``mode="max"`` (its CPU kernel) for NCX ``x``, in ``x``'s dtype
+    and that kernel's order of operations.
+
+    Corners ``x * spatial_scale - 0.5`` (``half_pixel``, ONNX's ``coordinate_transformation_mode=
+    "half_pixel"``) or ``x * spatial_scale`` with the box's width and height at least 1
+    (``"output_half_pixel"``).  A sample's value is the largest of its four terms ``w_k *
+    x[corner_k]``, a bin's the largest of its samples' values, each maximum starting from its
+    first term or sample and taking a later one only where strictly larger (C++'s
+    ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives
+    0.  A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
+
+    Returns ``(y, winners)``: ``y`` of shape ``[R, C, out_h, out_w]`` and, for every output, the
+    ``(n, row, column, weight)`` of the term it took (weight 0 for an outside sample or an
+    empty bin), the derivative of ``y`` in ``x``.
+    """
+    dtype = np.dtype(x.dtype).type
+    out_h, out_w = _pair(output_size)
+    n, channels, height, width = x.shape
+    y = np.zeros((len(rois), channels, out_h, out_w), x.dtype)
+    winners = np.zeros((len(rois), channels, out_h, out_w, 4), np.float64)
+    offset = dtype(0.5 if half_pixel else 0.0)
+    for r, box in enumerate(np.asarray(rois, x.dtype)):
+        b = int(batch_indices[r])
+        if not 0 <= b < n:
+            continue
+        x1, y1, x2, y2 = (dtype(v) * dtype(spatial_scale) - offset for v in box)
+        roi_w, roi_h = x2 - x1, y2 - y1
+        if not half_pixel:
+            roi_w, roi_h = max(roi_w, dtype(1)), max(roi_h, dtype(1))
+        bin_h, bin_w = roi_h / dtype(out_h), roi_w / dtype(out_w)
+        grid_h = sampling_ratio or int(np.ceil(roi_h / dtype(out_h)))
+        grid_w = sampling_ratio or int(np.ceil(roi_w / dtype(out_w)))
+        plane = x[b]
+        for i, j in itertools.product(range(out_h), range(out_w)):
+            best = winner = None
+            for k, m in itertools.product(range(grid_h), range(grid_w)):
+                sy = y1 + dtype(i) * bin_h + dtype(k + 0.5) * bin_h / dtype(grid_h)
+                sx = x1 + dtype(j) * bin_w + dtype(m + 0.5) * bin_w / dtype(grid_w)
+                corners = _onnx_corners((height, width), sy, sx) or [(0, 0, dtype(0))] * 4
+                value = choice = None
+                for row, column, weight in corners:
+                    term = weight * plane[:, row, column]
+                    taken = np.ones(channels, bool) if value is None else term > value
+                    value = term if value is None else np.where(taken, term, value)
+                    here = np.array([b, row, column, weight], np.float64)
+                    choice = np.where(taken[:, None], here, choice)
+                taken = np.ones(channels, bool) if best is None else value > best
+                best = value if best is None else np.where(taken, value, best)
+                winner = np.where(taken[:, None], choice, winner)
+            if best is not None:
+                y[r, :, i, j] = best
+                winners[r, :, i, j] = winner
+    return y, winners

@@ -2,9 +2,9 @@
 
 Every pooling case of ``onnx.backend.test.case.node`` (the ``export*`` cases of its maxpool,
 averagepool, lppool, globalmaxpool, globalaveragepool, maxunpool and roialign modules) runs
-through the bridge and must give ONNX's expected outputs, dtypes included, except RoiAlign's
-``mode="max"``, which the bridge refuses (ONNX's maximum is not a maximum of samples).
-Random nodes of every pooling operation are checked against ONNX Runtime.
+through the bridge and must give ONNX's expected outputs, dtypes included.  Random nodes of
+every pooling operation are checked against ONNX Runtime (RoiAlign's ``mode="max"`` in
+``test_roialign_onnx_max.py``).
 """
 
 from __future__ import annotations
@@ -79,10 +79,6 @@ def test_every_pooling_module_has_cases():
 def test_onnx_backend_node_test(case, x64):
     inputs, expected = case.data_sets[0]
     node = case.model.graph.node[0]
-    if any(a.name == "mode" and a.s == b"max" for a in node.attribute):
-        with pytest.raises(ValueError, match=r"`mode` \(='max'\) of RoiAlign is not supported"):
-            jaxpool.onnx.node(node)
-        return
     (opset,) = (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
     outputs = jaxpool.onnx.node(node, opset=opset)(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)

@@ -239,6 +239,7 @@ def bilinear_samples(
     x_weight: jax.Array,
     *,
     one_read: bool = False,
+    largest: bool = False,
 ) -> jax.Array:
     """The values of bilinear samples of channels-last ``xt``, shape ``(*samples, C)``.
 
@@ -247,6 +248,10 @@ def bilinear_samples(
     broadcast to it), as ``x_index``/``x_weight``.  A sample's value is the sum over its four
     corners of the weight products times the features, in the dtype of the weights.  With
     ``one_read``, the four corners are read by one gather (whose transpose is one scatter).
+    With ``largest``, it is instead the largest of the four weighted terms (ONNX Runtime's
+    RoiAlign max), taken as that runtime takes it: corners in row-major order, each replacing
+    the running value only where strictly larger, so that a NaN term counts only where it is
+    the first.
     """
     if one_read:
         values = read(
@@ -260,7 +265,12 @@ def bilinear_samples(
     for a, b in itertools.product(range(y_index.shape[-1]), range(x_index.shape[-1])):
         weight = (y_weight[..., a] * x_weight[..., b])[..., None]
         term = weight * read(xt, *lead, y_index[..., a], x_index[..., b]).astype(weight.dtype)
-        total = term if total is None else total + term
+        if total is None:
+            total = term
+        elif largest:
+            total = jnp.where(term > total, term, total)
+        else:
+            total = total + term
     assert total is not None
     return total
 
@@ -282,8 +292,15 @@ def pool_samples(
     x_weight: jax.Array,
     mode: str,
 ) -> jax.Array:
-    """The average (weights pre-divided by the sample count) or the runtime's maximum of the
-    bilinear samples of each bin: ``(R, out_h, out_w, C)``.
+    """The average (weights pre-divided by the sample count) or the maximum of the bilinear
+    samples of each bin: ``(R, out_h, out_w, C)``.
+
+    ``mode``: ``"avg"``; ``"max"``, OpenVINO's maximum of the samples, which starts from 0;
+    ``"onnx_max"``, ONNX Runtime's RoiAlign max, the largest weighted corner term of a bin's
+    samples (:func:`bilinear_samples` with ``largest``), which starts from the first sample:
+    the first sample (the first in the grid, or in the first tile) must be the bin's first in
+    the runtime's order, and a sample may repeat (a maximum ignores repeats).  Both maxima
+    keep the first strictly larger sample, so a NaN counts only where it is the first.
 
     The corner arrays have the shape of the sample grid ``(R, out_h, S_h, out_w, S_w, K)``, or
     broadcast to it, with ``K`` corners per sample and axis (2 for a bilinear sample);
@@ -315,13 +332,14 @@ def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode):
     grid_h, grid_w = -(-s_h // tile_h) * tile_h, -(-s_w // tile_w) * tile_w
 
     def tiled(a: jax.Array) -> jax.Array:
-        # Samples past the grid read element 0 with weight 0.
+        # Samples past the grid read element 0 with weight 0, a 0 that neither a sum nor a
+        # maximum from 0 sees; ONNX's maximum sees it, so there they repeat the last sample.
         pads = [(0, 0)] * a.ndim
         if a.shape[2] > 1:
             pads[2] = (0, grid_h - a.shape[2])
         if a.shape[4] > 1:
             pads[4] = (0, grid_w - a.shape[4])
-        return jnp.pad(a, pads)
+        return jnp.pad(a, pads, mode="edge" if mode == "onnx_max" else "constant")
 
     corners = [tiled(a) for a in (y_index, y_weight, x_index, x_weight)]
 
@@ -342,8 +360,13 @@ def _tiles(xt, lead, y_index, y_weight, x_index, x_weight, mode):
                 value = pool_samples(xt, lead, y_i, y_w, x_i, x_w, mode)
                 if mode == "avg":
                     return pooled + value
-                # Each tile's maximum starts from 0, and an earlier tile keeps a tie.
-                return jnp.where(value > pooled, value, pooled)
+                # Each tile's maximum starts from 0 (OpenVINO's) or from its first sample
+                # (ONNX's, where the first tile replaces the carry), and an earlier tile keeps
+                # a tie.
+                larger = value > pooled
+                if mode == "onnx_max":
+                    larger = larger | ((top == 0) & (left == 0))
+                return jnp.where(larger, value, pooled)
 
             return pool(pooled), None
 
@@ -375,15 +398,16 @@ def _unrolled(xt, lead, y_index, y_weight, x_index, x_weight, mode):
             y_weight[:, :, ky, :, my],
             x_index[:, :, kx, :, mx],
             x_weight[:, :, kx, :, mx],
+            largest=mode == "onnx_max",
         )
-        if pooled is None and mode == "avg":
-            pooled = value
-        elif pooled is None:
+        if pooled is None and mode == "max":
             pooled = jnp.where(value > 0, value, jnp.zeros_like(value))
+        elif pooled is None:
+            pooled = value
         elif mode == "avg":
             pooled = pooled + value
         else:
-            # The runtime keeps the first strictly larger sample; so does the derivative.
+            # The runtimes keep the first strictly larger sample; so does the derivative.
             pooled = jnp.where(value > pooled, value, pooled)
     assert pooled is not None
     return pooled
@@ -488,26 +512,50 @@ class Axis:
     offset: Any
     top: int
 
-    def positions(self, bound: int, average: bool) -> tuple[jax.Array, jax.Array]:
+    def positions(
+        self, bound: int, average: bool, ends: bool = False
+    ) -> tuple[jax.Array, jax.Array]:
         """The positions of ``bound`` samples per bin, ``(R, out, bound)``, and their scales:
-        0 for samples a bin does not hold, else 1, or ``1 / count`` where ``average``."""
+        0 for samples a bin does not hold, else 1, or ``1 / count`` where ``average``.
+
+        With ``ends`` (for a maximum that does not start from 0, which must see the value of
+        every sample and the first sample first), an adaptive bin has ``bound + 2`` slots,
+        each a sample it holds: its first sample, the ``bound`` from ``lowest`` (those past
+        ``reach`` repeat the last that can read the map), then its last sample.  The samples
+        no slot holds lie outside the map and read 0, as the first or the last slot then
+        does.  Scales are 1, and 0 where the bin holds no sample (or, in the middle slots,
+        where it reads nothing).
+        """
         k = np.arange(bound, dtype=self.first.dtype)[None, None, :]
+        half = np.asarray(0.5, k.dtype)
         if self.lowest is None or self.reach is None:
-            s = k + np.asarray(0.5, k.dtype)
+            s = k + half
             scale = jnp.ones_like(self.count)[:, None, None]
+        elif ends:
+            reach = self.reach[..., None]
+            middle = self.lowest[..., None] + jnp.minimum(k, jnp.maximum(reach - 1, 0))
+            first = jnp.zeros_like(middle[..., :1])
+            last = first + jnp.maximum(self.count - 1, 0)[:, None, None]
+            s = jnp.concatenate([first, middle, last], -1) + half
+            held = jnp.broadcast_to((self.count > 0)[:, None, None], first.shape)
+            # A bin that reads nothing has no sample to repeat in its middle slots.
+            read = jnp.broadcast_to(reach > 0, middle.shape)
+            scale = jnp.concatenate([held, read, held], -1).astype(k.dtype)
         else:
-            s = self.lowest[..., None] + k + np.asarray(0.5, k.dtype)
+            s = self.lowest[..., None] + k + half
             scale = jnp.asarray(k < self.reach[..., None], k.dtype)
         if average:
             scale = scale / jnp.maximum(self.count, 1)[:, None, None]
         return self.first[..., None] + product(self.step[:, None, None], s), scale
 
-    def corners(self, bound: int, average: bool, window: bool) -> tuple[jax.Array, jax.Array]:
-        """The elements the samples of :meth:`positions` read and their weights, ``(R, out,
-        bound, 2)``.  With ``window`` (adaptive sampling, where samples are at most 1 apart),
-        the ``bound + 1`` consecutive elements from the first sample's lower corner with the
-        sum of the weights each receives, ``(R, out, bound + 1, 1)``."""
-        position, scale = self.positions(bound, average)
+    def corners(
+        self, bound: int, average: bool, window: bool, ends: bool = False
+    ) -> tuple[jax.Array, jax.Array]:
+        """The elements the samples of :meth:`positions` (with ``ends``) read and their
+        weights, ``(R, out, bound, 2)``.  With ``window`` (adaptive sampling, where samples are
+        at most 1 apart), the ``bound + 1`` consecutive elements from the first sample's lower
+        corner with the sum of the weights each receives, ``(R, out, bound + 1, 1)``."""
+        position, scale = self.positions(bound, average, ends)
         length = per_box(self.length, 3)
         index, weight = axis_corners(position, as_dtype(length, position.dtype))
         weight = weight * scale[..., None]
@@ -684,26 +732,55 @@ def pool_boxes(
 
     ``keep`` (``[R]`` bools) zeroes the boxes that read nothing.  Adaptive averages read each
     element of a bin's window once with the sum of its samples' weights (the mean of bilinear
-    samples is separable); maxima read every sample.
+    samples is separable); maxima read every sample, and ONNX's (``mode="onnx_max"``) also a
+    bin's first and last (:meth:`Axis.positions` with ``ends``).
     """
     average = mode == "avg"
     window = average and y.lowest is not None
+    ends = mode == "onnx_max"
 
     def program(bound_y: int, bound_x: int) -> jax.Array:
-        y_index, y_weight = y.corners(bound_y, average, window)
-        x_index, x_weight = x.corners(bound_x, average, window)
+        y_index, y_weight = y.corners(bound_y, average, window, ends)
+        x_index, x_weight = x.corners(bound_x, average, window, ends)
         y_weight = y_weight * keep.astype(y_weight.dtype)[:, None, None, None]
-        return pool_samples(
-            xt,
-            lead,
+        corners = (
             y_index[:, :, :, None, None],
             y_weight[:, :, :, None, None],
             x_index[:, None, None],
             x_weight[:, None, None],
-            mode,
         )
+        if ends:
+            corners = _outside_reads_origin(*corners, y.offset, x.offset)
+        return pool_samples(xt, lead, *corners, mode)
 
-    return by_reach((y, x), program, window)
+    pooled = by_reach((y, x), program, window)
+    if ends:
+        # ONNX's maximum is no term of a bin with no samples (0 in the runtime) or of a box
+        # that reads nothing.
+        held = keep & (y.count > 0) & (x.count > 0)
+        pooled = jnp.where(held[:, None, None, None], pooled, jnp.zeros_like(pooled))
+    return pooled
+
+
+def _outside_reads_origin(
+    y_index: jax.Array,
+    y_weight: jax.Array,
+    x_index: jax.Array,
+    x_weight: jax.Array,
+    y_offset: Any,
+    x_offset: Any,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The corners of a grid of samples, where a sample outside the map on either axis (its
+    weights there all 0) reads the map's element ``(0, 0)`` on both, as ONNX Runtime's does.
+
+    Its terms are then ``0 * x[0, 0]``, which a maximum that does not start from 0 sees: NaN
+    where that element is not finite.  The index arrays broadcast to the whole grid.
+    """
+    y_outside = jnp.all(y_weight == 0, -1, keepdims=True)
+    x_outside = jnp.all(x_weight == 0, -1, keepdims=True)
+    y_index = jnp.where(x_outside, per_box(y_offset, y_index.ndim), y_index)
+    x_index = jnp.where(y_outside, per_box(x_offset, x_index.ndim), x_index)
+    return y_index, y_weight, x_index, x_weight
 
 
 # --------------------------------------------------------------------------------------------

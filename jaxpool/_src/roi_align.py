@@ -11,6 +11,10 @@ from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
 MODES = ("avg", "max")
+# ONNX Runtime's RoiAlign ``mode="max"``: in each bin, the largest of the four weighted corner
+# terms ``w_k * x_k`` of every sample, starting from the first sample (not from 0).  A mode of
+# the program, not of :func:`roi_align`: :mod:`jaxpool.onnx` binds RoiAlign's ``"max"`` to it.
+ONNX_MAX = "onnx_max"
 
 
 @functools.partial(jax.jit, static_argnames=("attrs", "mode"))
@@ -100,7 +104,35 @@ def roi_align(
       >>> jaxpool.roi_align(x, rois, jnp.array([0]), 1, mode="max")[0, 0].tolist()
       [[15.0]]
     """
+    return roi_align_any_mode(
+        x,
+        rois,
+        batch_indices,
+        output_size,
+        spatial_scale=spatial_scale,
+        sampling_ratio=sampling_ratio,
+        mode=mode,
+        aligned_mode=aligned_mode,
+        data_format=data_format,
+        modes=MODES,
+    )
+
+
+def roi_align_any_mode(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    mode: str = "avg",
+    aligned_mode: str = "asymmetric",
+    data_format: str = "NCX",
+    modes: tuple[str, ...] = (*MODES, ONNX_MAX),
+) -> jax.Array:
+    """:func:`roi_align` with ``mode`` one of ``modes``: by default also :data:`ONNX_MAX`."""
     x, rois, batch_indices = roi_lib.align_inputs(x, rois, batch_indices, data_format)
     attrs = roi_lib.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
-    window_lib.choice("mode", mode, MODES)
+    window_lib.choice("mode", mode, modes)
     return _roi_align(x, rois, batch_indices, attrs, mode)

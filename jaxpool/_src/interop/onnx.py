@@ -19,7 +19,7 @@ from jaxpool._src.interop import onnx_ops
 from jaxpool._src.interop.bound import Arguments, Attributes, Bound
 from jaxpool._src.lp_pool import lp_pool
 from jaxpool._src.max_pool import max_pool
-from jaxpool._src.roi_align import roi_align
+from jaxpool._src.roi_align import ONNX_MAX, roi_align, roi_align_any_mode
 from jaxpool._src.roi_pool import roi_pool
 from jaxpool._src.unpool import max_unpool
 
@@ -27,6 +27,10 @@ from jaxpool._src.unpool import max_unpool
 _AUTO_PADS = dict(zip(("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"), window_lib.AUTO_PADS))
 # RoiAlign's coordinate_transformation_mode -> roi_align's aligned_mode.
 _ROI_ALIGN_MODES = {"half_pixel": "half_pixel_for_nn", "output_half_pixel": "asymmetric"}
+# RoiAlign's mode -> the function and its mode.  ONNX's max is ONNX Runtime's largest weighted
+# corner term of a bin's samples, an internal mode of roi_align's program, not its largest
+# sample (OpenVINO's max, roi_align's public one).
+_ROI_ALIGN_POOLING = {"avg": (roi_align, "avg"), "max": (roi_align_any_mode, ONNX_MAX)}
 
 # AttributeProto.AttributeType values, and the kinds each attribute may have.
 _FLOAT, _INT, _STRING, _FLOATS, _INTS = 1, 2, 3, 6, 7
@@ -223,14 +227,11 @@ def _roi_align(a: ONNXAttributes) -> Bound:
             f"{list(_ROI_ALIGN_MODES)}."
         )
     mode = a.get("mode", "avg")
-    if mode != "avg":
-        # ONNX's max (its reference and ONNX Runtime) takes the largest of the weighted
-        # bilinear terms of the samples, not the largest sample (OpenVINO's, roi_align's).
-        # Its binder, over a function of its own, goes here.
+    if mode not in _ROI_ALIGN_POOLING:
         raise ValueError(
-            f"`mode` (={mode!r}) of RoiAlign is not supported: jaxpool.onnx computes 'avg' "
-            "only (ONNX's 'max' is the largest weighted bilinear term, not a sample)."
+            f"`mode` (={mode!r}) of RoiAlign must be one of {list(_ROI_ALIGN_POOLING)}."
         )
+    fn, mode = _ROI_ALIGN_POOLING[mode]
     arguments = (
         ("output_size", (a.get("output_height", 1), a.get("output_width", 1))),
         ("spatial_scale", a.get("spatial_scale", 1.0)),
@@ -238,7 +239,7 @@ def _roi_align(a: ONNXAttributes) -> Bound:
         ("mode", mode),
         ("aligned_mode", _ROI_ALIGN_MODES[transform]),
     )
-    return a.bind(roi_align, arguments, inputs=("x", "rois", "batch_indices"))
+    return a.bind(fn, arguments, inputs=("x", "rois", "batch_indices"))
 
 
 # --------------------------------------------------------------------------------------------
