@@ -263,6 +263,23 @@ def test_psroi_pool_matches_runtime(mode, scale):
         check(got, want, data_format)
 
 
+@pytest.mark.parametrize("mode", ["average", "bilinear"])
+def test_psroi_pool_batch_index_minus_one_ends_the_boxes(mode):
+    """The runtime reads no box from the first batch index of -1 on (later boxes on valid
+    images give zeros too)."""
+    rng = np.random.default_rng(3)
+    x = features(rng, 8)
+    rois = np.array(
+        [[0, 0, 0, 4, 4], [-1, 0, 0, 4, 4], [1, 1, 1, 5, 5], [0, 1, 0, 3, 5]], np.float32
+    )
+    bins = (2, 1) if mode == "bilinear" else (1, 1)
+    output_dim = 4 if mode == "bilinear" else 2
+    want = ov_psroi_pool(x, rois, output_dim, 2, spatial_scale=1.0, mode=mode, spatial_bins=bins)
+    assert np.abs(want[0]).max() > 0 and not want[1:].any()
+    got = jaxpool.psroi_pool(x, rois, output_dim, 2, mode=mode, spatial_bins=bins)
+    check(got, want)
+
+
 @pytest.mark.parametrize(
     "clockwise,sampling_ratio", list(itertools.product([False, True], range(5)))
 )

@@ -89,9 +89,7 @@ def _deformable_psroi_pool(
     boxes = rois.astype(dtype)
     batch_index = jnp.trunc(jax.lax.stop_gradient(boxes[:, 0]))
     batch, inside = roi_lib.batch_or_zero(batch_index, n)
-    # The runtime reads the boxes up to the first batch index -1, the end of its list.
-    listed = jnp.cumsum(batch_index == -1, dtype=np.int32) == 0
-    keep = (inside & listed).astype(dtype)
+    keep = (inside & roi_lib.listed(batch_index)).astype(dtype)
 
     classes, trans_x, trans_y = 1, None, None
     if offsets is not None:

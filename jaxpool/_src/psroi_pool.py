@@ -46,7 +46,9 @@ def _psroi_pool(
     gs = group_size
     dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
     boxes = rois.astype(dtype)
-    batch, inside = roi_lib.batch_or_zero(jnp.trunc(boxes[:, 0]), n)
+    batch_index = jnp.trunc(jax.lax.stop_gradient(boxes[:, 0]))
+    batch, inside = roi_lib.batch_or_zero(batch_index, n)
+    inside = inside & roi_lib.listed(batch_index)
     if mode == "average":
         # Channel (c_out * gs + i) * gs + j serves bin (i, j) of output channel c_out.
         xg = xt.reshape(n, height, width, output_dim, gs, gs).transpose(0, 4, 5, 1, 2, 3)
@@ -139,7 +141,8 @@ def psroi_pool(
     """Position-sensitive region of interest pooling as OpenVINO PSROIPooling-1.
 
     Box ``r`` is ``rois[r] = (batch_index, x_1, y_1, x_2, y_2)``; the batch index is truncated
-    to an integer, and one outside ``[0, N)`` gives zeros for that box.  The output has
+    to an integer, and one outside ``[0, N)`` gives zeros for that box; as in the runtime, a
+    batch index of -1 ends the list of boxes (it and every later box give zeros).  The output has
     ``output_dim`` channels and ``group_size x group_size`` bins.
 
     ``mode="average"`` (``C = output_dim * group_size**2``): the box spans ``y_1' = round(y_1) *

@@ -192,6 +192,12 @@ def round_half_away(v: jax.Array) -> jax.Array:
     return jnp.where(jnp.abs(v - whole) >= 0.5, whole + jnp.sign(v), whole)
 
 
+def listed(batch_index: jax.Array) -> jax.Array:
+    """Which boxes the runtime's position-sensitive poolings read: those before the first batch
+    index of -1, which ends their list of boxes (every later box gives zeros)."""
+    return jnp.cumsum(batch_index == -1, dtype=np.int32) == 0
+
+
 def batch_or_zero(batch: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     """Batch indices clipped into ``[0, N)`` and the mask of those that were inside."""
     batch = batch.astype(np.int32)
