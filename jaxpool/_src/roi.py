@@ -780,12 +780,18 @@ def _outside_reads_origin(
     weights there all 0) reads the map's element ``(0, 0)`` on both, as ONNX Runtime's does.
 
     Its terms are then ``0 * x[0, 0]``, which a maximum that does not start from 0 sees: NaN
-    where that element is not finite.  The index arrays broadcast to the whole grid.
+    where that element is not finite.
     """
     y_outside = jnp.all(y_weight == 0, -1, keepdims=True)
     x_outside = jnp.all(x_weight == 0, -1, keepdims=True)
     y_index = jnp.where(x_outside, per_box(y_offset, y_index.ndim), y_index)
     x_index = jnp.where(y_outside, per_box(x_offset, x_index.ndim), x_index)
+    # Every array takes the grid's shape: JAX before 0.10 loses part of the weights'
+    # cotangent where they broadcast against indices that span the whole grid.
+    shape = jnp.broadcast_shapes(y_index.shape, x_index.shape)
+    y_index, y_weight, x_index, x_weight = (
+        jnp.broadcast_to(a, shape) for a in (y_index, y_weight, x_index, x_weight)
+    )
     return y_index, y_weight, x_index, x_weight
 
 
