@@ -70,16 +70,14 @@ def psroi_align(
         x = x_1 + j * bin_w + (l + 0.5) * bin_w / s_x
 
     with ``s_y = s_x = sampling_ratio``, or, for ``sampling_ratio=0``, ``s_y = ceil(bin_h)`` and
-    ``s_x = ceil(bin_w)``, and the bin is their sum divided by ``s_y * s_x``.  Under ``jit``
-    that count needs a static bound: ``ceil(H / out_h)`` and ``ceil(W / out_w)`` samples, which
-    is torchvision's count for every box no larger than the scaled feature map (the results are
-    then exact); a larger box has its count capped at the bound, its bins sampled by that many
-    evenly spaced points.  A sample reads the four neighbouring elements with bilinear weights;
-    one below -1 or past the map's size (``H`` or ``W``) reads 0, one in ``[-1, 0)`` is clamped
-    to 0 and one at or past the last element reads that element.  A bin with no samples (a box
-    of zero or negative size with ``sampling_ratio=0``) gives 0, where torchvision divides 0 by
-    0 and gives NaN when ``ceil(bin)`` is 0 on an axis.  A region whose batch index lies
-    outside ``[0, N)`` gives zeros.  With no images or no boxes the output is empty.
+    ``s_x = ceil(bin_w)``, and the bin is their sum divided by ``s_y * s_x``: torchvision's count
+    for every box, with no cap (only the samples that can fall on the map are read, as in
+    :func:`jaxpool.roi_align`).  A sample reads the four neighbouring elements with bilinear
+    weights; one below -1 or past the map's size (``H`` or ``W``) reads 0, one in ``[-1, 0)`` is
+    clamped to 0 and one at or past the last element reads that element.  A bin with no samples (a
+    box of zero or negative size with ``sampling_ratio=0``) gives 0, where torchvision divides 0 by
+    0 and gives NaN when ``ceil(bin)`` is 0 on an axis.  A region whose batch index lies outside
+    ``[0, N)`` gives zeros.  With no images or no boxes the output is empty.
 
     Derivatives: in ``x``, the exact adjoint of the sampling; in ``rois``, through the bilinear
     weights and the sample positions (sample counts, floors and clamps carry none).  16-bit

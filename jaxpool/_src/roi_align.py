@@ -63,17 +63,16 @@ def roi_align(
         x = x_1 + j * bin_w + (l + 0.5) * bin_w / s_x
 
     with ``s_y = s_x = sampling_ratio``, or, for ``sampling_ratio=0``, ``s_y = ceil(bin_h)`` and
-    ``s_x = ceil(bin_w)``.  Under ``jit`` that count needs a static bound: ``ceil(H / out_h)``
-    and ``ceil(W / out_w)`` samples, which is the runtime's count for every box no larger than
-    the scaled feature map (the results are then exact); a larger box has its count capped at
-    the bound, its bins sampled by that many evenly spaced points.  A sample reads the four
+    ``s_x = ceil(bin_w)`` for every box, with no cap: a box larger than the map is sampled as
+    densely as the runtime samples it, and only the samples that can fall on the map are read, by a
+    program chosen at run time by the largest number of them in any bin.  A sample reads the four
     neighbouring elements with bilinear weights; one below -1 or past the map's size (``H`` or
     ``W``) reads 0, one in ``[-1, 0)`` is clamped to 0 and one at or past the last element reads
-    that element.  ``mode="avg"`` averages the samples of a bin; a bin with no samples (a box
-    of zero or negative size in the half-pixel modes with ``sampling_ratio=0``) gives 0, where
-    the CPU plugin divides 0 by 0 and gives NaN.  ``mode="max"`` is the runtime's maximum,
-    which starts from 0: a bin whose samples are all negative gives 0.  A region whose batch
-    index lies outside ``[0, N)`` gives zeros.
+    that element.  ``mode="avg"`` averages the samples of a bin; a bin with no samples (a box of
+    zero or negative size in the half-pixel modes with ``sampling_ratio=0``) gives 0, where the CPU
+    plugin divides 0 by 0 and gives NaN.  ``mode="max"`` is the runtime's maximum, which starts from
+    0: a bin whose samples are all negative gives 0.  A region whose batch index lies outside
+    ``[0, N)`` gives zeros.
 
     Derivatives: in ``x``, the exact adjoint of the sampling (for ``"max"``, the first maximal
     sample's, none where the result is the starting 0); in ``rois``, through the bilinear
