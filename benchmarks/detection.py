@@ -931,7 +931,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json",
         metavar="PATH",
-        help="results file (default results/detection_cpu.json; with --quick or --only "
+        help="results file (default results/detection_cpu.json, on a GPU detection_gpu.json; "
+        "with --quick or --only "
         "results/partial.json)",
     )
     parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratio targets (PNG)")
@@ -950,10 +951,11 @@ def main(argv: list[str] | None = None) -> int:
         args.compiles = 1 if args.quick else 3
     if args.quick:
         args.warmup = min(args.warmup, 1)
+    gpu = jax.default_backend() == "gpu"
     if args.min_stretch_ms is None:
-        args.min_stretch_ms = 2.0
+        args.min_stretch_ms = 20.0 if gpu else 2.0
     if args.json is None:
-        name = "partial" if args.quick or args.only else "detection_cpu"
+        name = "partial" if args.quick or args.only else f"detection_{'gpu' if gpu else 'cpu'}"
         args.json = os.path.join(bench.RESULTS, name + ".json")
     scale = SCALES["quick" if args.quick else "full"]
     opts = Options(args.compiles, int(args.max_temp_gib * 2**30))
@@ -973,58 +975,81 @@ def main(argv: list[str] | None = None) -> int:
         skipped.append("multilevel_roi_align")
         print("\nnote: jaxpool.multilevel_roi_align is not available; skipping its groups")
 
-    groups = []
+    def write(groups: list[dict], errors: list[dict]) -> int:
+        failed = sum(not c["ok"] for g in groups for c in g["checks"])
+        result = {
+            "meta": bench.environment(None)
+            | {
+                "backend": jax.default_backend(),
+                "openvino": None if openvino is None else openvino.__version__,
+                "cpu_count": os.cpu_count(),
+                "threads": bench.THREADS,
+                "pyramid": dataclasses.asdict(scale.pyramid),
+                "heads": [dataclasses.asdict(h) for h in scale.heads],
+                "rounds": args.reps,
+                "warmup": args.warmup,
+                "min_stretch_ms": args.min_stretch_ms,
+                "settle_ms": args.settle_ms,
+                "compiles": args.compiles,
+                "max_temp_gib": args.max_temp_gib,
+                "quick": args.quick,
+                "only": args.only,
+                "skipped": skipped,
+                "notes": opts.notes,
+                "checks_failed": failed,
+            },
+            "groups": groups,
+            "errors": errors,
+        }
+        bench.write_json(result, args.json)
+        return failed
+
+    # The results file is rewritten after every group, so that a run stopped part-way (a
+    # lent machine's time running out) keeps the groups it finished; a group that raises is
+    # recorded and the run goes on.
+    groups: list[dict] = []
+    errors: list[dict] = []
     for key in group_keys(scale):
         if args.only and not re.search(args.only, key):
             continue
         if args.quick and not args.only and key not in QUICK:
             continue
         name, *rest = key.split("/")
-        if name in ADAPTIVE:
-            g = adaptive_group(name, rest[0], data, args, opts)
-        elif skipped:
+        try:
+            if name in ADAPTIVE:
+                g = adaptive_group(name, rest[0], data, args, opts)
+            elif skipped:
+                continue
+            else:
+                head = next(h for h in scale.heads if h.name == name)
+                g = detection_group(head, int(rest[0][2:]), rest[1], data, args, opts)
+        except Exception as e:  # recorded and reported; the exit status is 1
+            print(f"\n{key}: FAILED: {type(e).__name__}: {e}")
+            errors.append({"key": key, "error": f"{type(e).__name__}: {e}"})
+            write(groups, errors)
             continue
-        else:
-            head = next(h for h in scale.heads if h.name == name)
-            g = detection_group(head, int(rest[0][2:]), rest[1], data, args, opts)
         bench.print_group(g, f"{g['key']} [{g['describe']}]")
         print_checks(g)
         groups.append(g)
+        write(groups, errors)
     bench.print_summary(groups, where=lambda g: f"{g['key']:<24}")
-    failed = sum(not c["ok"] for g in groups for c in g["checks"])
+    failed = write(groups, errors)
     if args.check:
         print(f"  checks: {failed} failed")
-
-    result = {
-        "meta": bench.environment(None)
-        | {
-            "openvino": None if openvino is None else openvino.__version__,
-            "cpu_count": os.cpu_count(),
-            "threads": bench.THREADS,
-            "pyramid": dataclasses.asdict(scale.pyramid),
-            "heads": [dataclasses.asdict(h) for h in scale.heads],
-            "rounds": args.reps,
-            "warmup": args.warmup,
-            "min_stretch_ms": args.min_stretch_ms,
-            "settle_ms": args.settle_ms,
-            "compiles": args.compiles,
-            "max_temp_gib": args.max_temp_gib,
-            "quick": args.quick,
-            "only": args.only,
-            "skipped": skipped,
-            "notes": opts.notes,
-            "checks_failed": failed,
-        },
-        "groups": groups,
-    }
-    bench.write_json(result, args.json)
+    for e in errors:
+        print(f"  ERROR {e['key']}: {e['error']}")
     if args.plot:
         xlabel = "paired time ratio (median over rounds); the ticks are the targets"
+        where = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
         bench.plot(
-            target_bars(groups), args.plot, "Detection targets, float32, CPU", xlabel, ticks=True
+            target_bars(groups),
+            args.plot,
+            f"Detection targets, float32, {where}",
+            xlabel,
+            ticks=True,
         )
         print(f"wrote {args.plot}")
-    return 1 if failed else 0
+    return 1 if failed or errors else 0
 
 
 if __name__ == "__main__":

@@ -647,33 +647,38 @@ def main(argv: list[str] | None = None) -> int:
 
         torch = bench.Torch("cuda" if _torch.cuda.is_available() else "cpu")
     force = dispatch.force(args.program) if args.program != "auto" else contextlib.nullcontext()
+
+    def write(groups: list[dict], errors: list[dict]) -> list[dict]:
+        failed = [c for g in groups for c in g["checks"] if not c["ok"]]
+        result = {
+            "meta": bench.environment(torch)
+            | {
+                "backend": jax.default_backend(),
+                "scale": args.scale,
+                "dtypes": args.dtypes,
+                "program": args.program,
+                "rounds": args.reps,
+                "warmup": args.warmup,
+                "compiles": args.compiles,
+                "min_stretch_ms": args.min_stretch_ms,
+                "settle_ms": args.settle_ms,
+                "only": args.only,
+                "check": args.check,
+                "checks_failed": len(failed),
+            },
+            "groups": groups,
+            "errors": errors,
+        }
+        bench.write_json(result, args.json)
+        return failed
+
     with force:
-        groups, errors = run(args, torch)
+        groups, errors = run(args, torch, write)
     bench.print_summary(groups, lambda g: f"{g['key']:<32}")
     print_checks_summary(groups)
     for e in errors:
         print(f"  ERROR {e['key']}: {e['error']}")
-    failed = [c for g in groups for c in g["checks"] if not c["ok"]]
-    result = {
-        "meta": bench.environment(torch)
-        | {
-            "backend": jax.default_backend(),
-            "scale": args.scale,
-            "dtypes": args.dtypes,
-            "program": args.program,
-            "rounds": args.reps,
-            "warmup": args.warmup,
-            "compiles": args.compiles,
-            "min_stretch_ms": args.min_stretch_ms,
-            "settle_ms": args.settle_ms,
-            "only": args.only,
-            "check": args.check,
-            "checks_failed": len(failed),
-        },
-        "groups": groups,
-        "errors": errors,
-    }
-    bench.write_json(result, args.json)
+    failed = write(groups, errors)
     if args.plot:
         # A bar per ratio target (time over the memory floor, over PyTorch, over Flax's step).
         bars = [
@@ -690,9 +695,11 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed or errors else 0
 
 
-def run(args, torch: bench.Torch | None) -> tuple[list[dict], list[dict]]:
+def run(args, torch: bench.Torch | None, write: Callable) -> tuple[list[dict], list[dict]]:
     """The groups that ran, and ``{"key", "error"}`` for each group that raised (so that one
-    failure, an op PyTorch lacks in a dtype or an out-of-memory, does not end a long run)."""
+    failure, an op PyTorch lacks in a dtype or an out-of-memory, does not end a long run).
+    ``write(groups, errors)`` saves the results after every group, so that a run stopped
+    part-way keeps the groups it finished."""
     floor = bench.in_place_copy(quick=args.scale == "tiny")
     print(
         f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({jax.default_backend()}), "
@@ -723,10 +730,12 @@ def run(args, torch: bench.Torch | None) -> tuple[list[dict], list[dict]]:
         except Exception as e:  # recorded and reported; the exit status is 1
             print(f"\n{key}: FAILED: {type(e).__name__}: {e}")
             errors.append({"key": key, "error": f"{type(e).__name__}: {e}"})
+            write(groups, errors)
             continue
         bench.print_group(g, title(g))
         print_checks(g)
         groups.append(g)
+        write(groups, errors)
     return groups, errors
 
 

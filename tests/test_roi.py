@@ -231,6 +231,65 @@ def test_roi_pool_matches_runtime(method, scale):
     check(got, want, "NXC")
 
 
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_roi_pool_boxes_larger_than_the_map_match_runtime(data_format):
+    """Boxes up to four times the map, whose bins are longer than one chunk of reads: every
+    element of a bin counts (torchvision's ``roi_pool`` gives the same), under ``jit`` and
+    ``vmap``, and the gradient reaches the maximal element of each bin."""
+    rng = np.random.default_rng(31)
+    x = features(rng, 3, 9, 13)
+    scale = 0.5
+    corner = rng.uniform(-30, 30, (20, 2))
+    size = rng.uniform(0, 4, (20, 2)) * np.array([26, 18])
+    rois = np.concatenate([rng.integers(0, 2, (20, 1)), corner, corner + size], 1).astype(
+        np.float32
+    )
+    want = ov_roi_pool(x, rois, (3, 4), spatial_scale=scale)
+    xs = x if data_format == "NCX" else to_nxc(x)
+
+    def pool(v, r):
+        return jaxpool.roi_pool(v, r, (3, 4), spatial_scale=scale, data_format=data_format)
+
+    check(jax.jit(pool)(xs, rois), want, data_format)
+    halves = jax.vmap(pool, in_axes=(None, 0))(xs, rois.reshape(2, 10, 5))
+    check(halves.reshape(20, *halves.shape[2:]), want, data_format)
+    grad = np.asarray(jax.grad(lambda v: pool(v, rois).sum())(jnp.asarray(xs)))
+    want_grad = np.zeros_like(x)
+    for r, box in enumerate(rois):
+        for c in range(x.shape[1]):
+            for value in want[r, c].ravel():
+                if value != 0.0 or np.any(x[int(box[0]), c] == 0.0):
+                    hit = np.argwhere(x[int(box[0]), c] == value)
+                    if len(hit):
+                        want_grad[int(box[0]), c, hit[0][0], hit[0][1]] += 1.0
+    check(grad, want_grad, data_format)
+
+
+def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
+    """Average bins longer than one chunk of reads count every element, under ``jit`` and
+    ``vmap``, and forward and reverse derivatives are adjoint."""
+    rng = np.random.default_rng(32)
+    x = features(rng, 2 * 9, 9, 13)
+    corner = rng.uniform(-30, 30, (20, 2))
+    size = rng.uniform(0, 4, (20, 2)) * np.array([26, 18])
+    rois = np.concatenate([rng.integers(0, 2, (20, 1)), corner, corner + size], 1).astype(
+        np.float32
+    )
+    want = ov_psroi_pool(x, rois, 2, 3, spatial_scale=0.5, mode="average", spatial_bins=(1, 1))
+
+    def pool(v, r):
+        return jaxpool.psroi_pool(v, r, 2, 3, spatial_scale=0.5)
+
+    check(jax.jit(pool)(x, rois), want)
+    halves = jax.vmap(pool, in_axes=(None, 0))(x, rois.reshape(2, 10, 5))
+    check(halves.reshape(20, *halves.shape[2:]), want)
+    v = rng.standard_normal(x.shape).astype(np.float32)
+    w = rng.standard_normal(want.shape).astype(np.float32)
+    _, jv = jax.jvp(lambda a: pool(a, rois), (jnp.asarray(x),), (jnp.asarray(v),))
+    (jtw,) = jax.vjp(lambda a: pool(a, rois), jnp.asarray(x))[1](jnp.asarray(w))
+    np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, jtw), rtol=1e-5)
+
+
 @pytest.mark.parametrize("mode,scale", list(itertools.product(["average", "bilinear"], SCALES)))
 def test_psroi_pool_matches_runtime(mode, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))

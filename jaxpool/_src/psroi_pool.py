@@ -52,7 +52,7 @@ def _psroi_pool(
     if mode == "average":
         # Channel (c_out * gs + i) * gs + j serves bin (i, j) of output channel c_out.
         xg = xt.reshape(n, height, width, output_dim, gs, gs).transpose(0, 4, 5, 1, 2, 3)
-        index, valid, count = [], [], []
+        lows, highs, bounds = [], [], []
         for first, last, length in ((2, 4, height), (1, 3, width)):
             start = roi_lib.round_half_away(boxes[:, first]) * spatial_scale
             end = roi_lib.round_half_away(boxes[:, last] + 1) * spatial_scale
@@ -61,28 +61,51 @@ def _psroi_pool(
             i = np.arange(gs, dtype=dtype)
             lo = jnp.floor(roi_lib.product(i, bin_size[:, None]) + start[:, None])
             hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None]) + start[:, None])
-            lo = jax.lax.stop_gradient(jnp.clip(lo, 0, length)).astype(np.int32)
-            hi = jax.lax.stop_gradient(jnp.clip(hi, 0, length)).astype(np.int32)
-            bound = roi_lib.bin_bound(length, gs)
-            k = lo[:, :, None] + np.arange(bound, dtype=np.int32)[None, None, :]  # (R, gs, bound)
-            valid.append(k < hi[:, :, None])
-            index.append(jnp.minimum(k, length - 1))
-            count.append(jnp.maximum(hi - lo, 0))
+            lows.append(jax.lax.stop_gradient(jnp.clip(lo, 0, length)).astype(np.int32))
+            highs.append(jax.lax.stop_gradient(jnp.clip(hi, 0, length)).astype(np.int32))
+            bounds.append(roi_lib.bin_bound(length, gs))
+        lengths = (height, width)
         i = np.arange(gs, dtype=np.int32)
-        values = roi_lib.read(
-            xg,
-            batch[:, None, None, None, None],
-            i[:, None, None, None],
-            i[:, None],
-            index[0][:, :, :, None, None],
-            index[1][:, None, None],
-        )  # (R, gs, bound_h, gs, bound_w, output_dim)
-        mask = (
-            valid[0][:, :, :, None, None]
-            & valid[1][:, None, None]
-            & inside[:, None, None, None, None]
-        )
-        total = jnp.where(mask[..., None], values.astype(dtype), 0).sum((2, 4))
+
+        def chunk_sum(offset_h: Any, offset_w: Any) -> jax.Array:
+            """Each bin's sum over one chunk of ``bin_bound`` elements per axis."""
+            index, valid = [], []
+            for a, offset in enumerate((offset_h, offset_w)):
+                step = np.arange(bounds[a], dtype=np.int32)[None, None, :]
+                k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, gs, bound)
+                valid.append(k < highs[a][:, :, None])
+                index.append(jnp.minimum(k, lengths[a] - 1))
+            values = roi_lib.read(
+                xg,
+                batch[:, None, None, None, None],
+                i[:, None, None, None],
+                i[:, None],
+                index[0][:, :, :, None, None],
+                index[1][:, None, None],
+            )  # (R, gs, bound_h, gs, bound_w, output_dim)
+            mask = (
+                valid[0][:, :, :, None, None]
+                & valid[1][:, None, None]
+                & inside[:, None, None, None, None]
+            )
+            return jnp.where(mask[..., None], values.astype(dtype), 0).sum((2, 4))
+
+        # One chunk holds every bin of a box no larger than the map plus one element; the
+        # bins of larger boxes take the further chunks, read only when some bin needs them.
+        # The loop's trip count is static so that it stays differentiable in both modes.
+        total = chunk_sum(0, 0)
+        chunks = [-(-lengths[a] // bounds[a]) for a in range(2)]
+        if chunks[0] * chunks[1] > 1:
+            longer = [jnp.any(highs[a] - lows[a] > bounds[a]) for a in range(2)]
+
+            def further(total: jax.Array) -> jax.Array:
+                def body(t: jax.Array, acc: jax.Array) -> jax.Array:
+                    return acc + chunk_sum((t + 1) // chunks[1], (t + 1) % chunks[1])
+
+                return jax.lax.fori_loop(0, chunks[0] * chunks[1] - 1, body, total)
+
+            total = jax.lax.cond(longer[0] | longer[1], further, lambda total: total, total)
+        count = [jnp.maximum(highs[a] - lows[a], 0) for a in range(2)]
         area = (count[0][:, :, None] * count[1][:, None, :]).astype(dtype)
         pooled = total / jnp.where(area > 0, area, 1)[..., None]
     else:

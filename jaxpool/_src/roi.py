@@ -104,9 +104,16 @@ def divide(a: jax.Array, d: Any) -> jax.Array:
     XLA:CPU divides by a scalar as a product with its approximate reciprocal (7 / 3 gives
     2.3333335 in float32), which moves the floor and ceil of a bin's edges; the runtime's bins
     are decided by correctly rounded quotients.  Dividing by an array of ``a``'s shape that XLA
-    cannot fold keeps the division exact.
+    cannot fold keeps the division exact.  The array is built from ``a``'s own bits (which
+    cancel through a barrier) so that it has ``a``'s shape under ``vmap`` too: a divisor made
+    without ``a`` would be broadcast over the batch axis, and the broadcast divided through a
+    reciprocal again.
     """
-    full = lax.optimization_barrier(jnp.full(a.shape, d, a.dtype))
+    a = jnp.asarray(a)
+    unsigned = np.dtype(f"uint{8 * a.dtype.itemsize}")
+    bits = lax.bitcast_convert_type(lax.stop_gradient(a), unsigned)
+    zero = lax.optimization_barrier(bits) ^ bits
+    full = lax.bitcast_convert_type(zero | np.asarray(d, a.dtype).view(unsigned), a.dtype)
     return a / full
 
 

@@ -29,11 +29,16 @@ def _max_bins(
     Box ``r`` starts at element ``starts[a][r]`` and spans ``ends[a][r] - starts[a][r] + 1``
     elements (at least 1) along axis ``a``; bin ``i`` of ``out`` covers ``[floor(i * s),
     ceil((i + 1) * s))`` of it (``s`` the box size over ``out``), clipped to the map.
+
+    A bin is read in chunks of ``bin_bound`` elements per axis, which hold every bin of a box no
+    larger than the map plus one element in one chunk; the further chunks of larger boxes are
+    read in a loop whose trip count is the data's, so that the common case pays for one chunk.
+    The loop finds only where each maximum is (the first in row-major order of its bin, as
+    ``argmax`` does); the values are read there afterwards, so the derivative is that read's.
     """
-    index, valid = [], []
+    lows, highs, bounds = [], [], []
     for a in range(2):
         out, size = output_size[a], length[a]
-        bound = roi_lib.bin_bound(size, out)
         span = jnp.maximum(ends[a] - starts[a] + 1, 1).astype(np.float32)
         bin_size = roi_lib.divide(span, out)
         i = np.arange(out, dtype=np.float32)
@@ -42,28 +47,72 @@ def _max_bins(
             jnp.ceil(roi_lib.product(i + 1, bin_size[:, None])).astype(np.int32)
             + starts[a][:, None]
         )
-        lo, hi = jnp.clip(lo, 0, size), jnp.clip(hi, 0, size)
-        k = lo[:, :, None] + np.arange(bound, dtype=np.int32)[None, None, :]  # (R, out, bound)
-        valid.append(k < hi[:, :, None])
-        index.append(jnp.minimum(k, size - 1))
-    # Elements on the grid (R, oh, bound_h, ow, bound_w, C).
-    values = roi_lib.read(
-        xt,
-        batch[:, None, None, None, None],
-        index[0][:, :, :, None, None],
-        index[1][:, None, None],
+        lows.append(jnp.clip(lo, 0, size))
+        highs.append(jnp.clip(hi, 0, size))
+        bounds.append(roi_lib.bin_bound(size, out))
+    fixed = jax.lax.stop_gradient(xt)
+    width = length[1]
+    unread = np.iinfo(np.int32).max
+
+    def chunk(offset_h: jax.Array, offset_w: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Each bin's largest value in one chunk and its flat position ``h * W + w`` (an
+        element outside the bin is ``-inf`` at position ``unread``)."""
+        index, valid = [], []
+        for a, offset in enumerate((offset_h, offset_w)):
+            step = np.arange(bounds[a], dtype=np.int32)[None, None, :]
+            k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, out, bound)
+            valid.append(k < highs[a][:, :, None])
+            index.append(jnp.minimum(k, length[a] - 1))
+        # Elements on the grid (R, oh, bound_h, ow, bound_w, C).
+        values = roi_lib.read(
+            fixed,
+            batch[:, None, None, None, None],
+            index[0][:, :, :, None, None],
+            index[1][:, None, None],
+        )
+        mask = valid[0][:, :, :, None, None] & valid[1][:, None, None]
+        position = index[0][:, :, :, None, None] * width + index[1][:, None, None]
+        values = jnp.where(mask[..., None], values, jnp.asarray(-jnp.inf, values.dtype))
+        position = jnp.where(mask, position, unread)
+        r, c = values.shape[0], values.shape[-1]
+        grid = values.transpose(0, 1, 3, 5, 2, 4).reshape(r, *output_size, c, -1)
+        where = jnp.argmax(grid, axis=-1, keepdims=True)
+        best = jnp.take_along_axis(grid, where, axis=-1).squeeze(-1)
+        flat = position.transpose(0, 1, 3, 2, 4).reshape(r, *output_size, 1, -1)
+        return best, jnp.take_along_axis(flat, where, axis=-1).squeeze(-1)
+
+    def better(new: jax.Array, new_at: jax.Array, old: jax.Array, old_at: jax.Array):
+        """``argmax``'s order: NaN first, then the larger value, then the earlier position."""
+        new_nan, old_nan = jnp.isnan(new), jnp.isnan(old)
+        same = (new == old) | (new_nan & old_nan)
+        return (new_nan & ~old_nan) | (new > old) | (same & (new_at < old_at))
+
+    chunks = [jnp.max(-(-(highs[a] - lows[a]) // bounds[a]), initial=1) for a in range(2)]
+
+    def body(state):
+        t, best, at = state
+        new, new_at = chunk(t // chunks[1], t % chunks[1])
+        take = better(new, new_at, best, at)
+        return t + 1, jnp.where(take, new, best), jnp.where(take, new_at, at)
+
+    start = chunk(jnp.int32(0), jnp.int32(0))
+    _, _, at = jax.lax.while_loop(
+        lambda state: state[0] < chunks[0] * chunks[1], body, (jnp.int32(1), *start)
     )
-    mask = (
-        valid[0][:, :, :, None, None] & valid[1][:, None, None] & inside[:, None, None, None, None]
+    # One read per channel, the channel a batch axis of the gather: a map sharded over its
+    # channels is read where it lies.
+    at = jnp.minimum(at, length[0] * width - 1)
+    pooled = jax.vmap(
+        lambda plane, where: plane[batch[:, None, None], where // width, where % width],
+        in_axes=(-1, -1),
+        out_axes=-1,
+    )(xt, at)
+    empty = (
+        (highs[0] <= lows[0])[:, :, None]
+        | (highs[1] <= lows[1])[:, None, :]
+        | ~inside[:, None, None]
     )
-    r, c = values.shape[0], values.shape[-1]
-    low = jnp.asarray(-jnp.inf, values.dtype)
-    values = jnp.where(mask[..., None], values, low)
-    grid = values.transpose(0, 1, 3, 5, 2, 4).reshape(r, *output_size, c, -1)
-    where = jnp.argmax(jax.lax.stop_gradient(grid), axis=-1, keepdims=True)
-    best = jnp.take_along_axis(grid, where, axis=-1).squeeze(-1)
-    empty = ~mask.any((2, 4))[..., None]
-    return jnp.where(empty, jnp.zeros_like(best), best)
+    return jnp.where(empty[..., None], jnp.zeros_like(pooled), pooled)
 
 
 @functools.partial(
