@@ -79,8 +79,8 @@ def make_fractional_window(
 
 def _rounded(a: jax.typing.ArrayLike, dtype: np.dtype) -> jax.Array:
     """``a`` (float32) rounded to ``dtype``'s precision where ``dtype`` is a 16-bit float:
-    PyTorch's ``Half`` and ``BFloat16`` arithmetic rounds the float result of every operation,
-    and ``reduce_precision``, unlike a pair of conversions, is never elided by XLA."""
+    PyTorch's ``Half`` and ``BFloat16`` arithmetic rounds the float result of every operation;
+    XLA may drop a pair of conversions (excess precision), never a ``reduce_precision``."""
     if dtype.itemsize >= 4:
         return jnp.asarray(a)
     info = jnp.finfo(dtype)
