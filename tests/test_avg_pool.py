@@ -375,6 +375,22 @@ class TestPyTorchAndGradients:
         (grad,) = vjp(jnp.asarray(g, jnp.float32))
         np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
 
+    def test_integer_division_truncate_is_torchs_int64_average(self, x64):
+        x = np.random.default_rng(4).integers(-50, 50, (2, 3, 7, 6))
+        y = jaxpool.avg_pool(
+            x,
+            3,
+            2,
+            1,
+            1,
+            rounding_type="ceil_torch",
+            divisor_rule="padded_input",
+            integer_division="truncate",
+        )
+        expected = torch.nn.functional.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True)
+        assert y.dtype == jnp.int64
+        np.testing.assert_array_equal(y, expected.numpy())
+
     def test_grads(self, x64):
         """Both divisor rules, ceil windows past the pads, order 2 in both modes."""
         x = np.random.default_rng(5).standard_normal((1, 1, 3, 4, 3))

@@ -236,6 +236,17 @@ def test_max_pool_integers(dtype):
     np.testing.assert_array_equal(i, ei.numpy())
 
 
+@pytest.mark.parametrize("name", ["avg_pool1d", "avg_pool2d", "avg_pool3d"])
+def test_avg_pool_int64_divides_toward_zero(name, x64):
+    """PyTorch's CPU average takes int64 (only) and divides its sums toward zero."""
+    for seed in range(4):
+        x, kwargs = case(name, seed)
+        x = np.random.default_rng(seed).integers(-50, 50, x.shape)
+        got = _ours(name)(jnp.asarray(x), **kwargs)
+        assert got.dtype == jnp.int64
+        np.testing.assert_array_equal(got, _torch(name, torch.tensor(x), **kwargs).numpy())
+
+
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
 def test_half_precision_average(dtype):
     x = np.random.default_rng(0).standard_normal((2, 3, 7, 6)).astype(np.float32)

@@ -13,7 +13,12 @@ from jax import lax
 from jaxpool._src import dispatch
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
-from jaxpool._src.averaging import accumulator_dtype, differentiates_as, divide
+from jaxpool._src.averaging import (
+    INTEGER_DIVISIONS,
+    accumulator_dtype,
+    differentiates_as,
+    divide,
+)
 from jaxpool._src.window import Window
 
 DIVISOR_RULES = ("kernel", "padded_input")
@@ -71,7 +76,14 @@ def _window_sum(x: jax.Array, window: Window) -> jax.Array:
 
 
 @functools.partial(
-    jax.jit, static_argnames=("window", "exclude_pad", "divisor_rule", "divisor_override")
+    jax.jit,
+    static_argnames=(
+        "window",
+        "exclude_pad",
+        "divisor_rule",
+        "divisor_override",
+        "integer_division",
+    ),
 )
 def _avg_pool(
     x: jax.Array,
@@ -79,12 +91,13 @@ def _avg_pool(
     exclude_pad: bool,
     divisor_rule: str,
     divisor_override: int | None,
+    integer_division: str,
 ) -> jax.Array:
     if next(taps_lib.taps(window), None) is None:  # every window lies in the padding
         return jnp.zeros(window.out_shape, x.dtype)
     total = _window_sum(x.astype(accumulator_dtype(x.dtype)), window)
     divisor = _divisors(window, exclude_pad, divisor_rule, divisor_override)
-    return divide(total, divisor, x.dtype)
+    return divide(total, divisor, x.dtype, integer_division)
 
 
 def avg_pool(
@@ -101,6 +114,7 @@ def avg_pool(
     data_format: str = "NCX",
     divisor_rule: str = "kernel",
     divisor_override: int | None = None,
+    integer_division: str = "round",
 ) -> jax.Array:
     """Average pooling as OpenVINO AvgPool-1/-14, with ONNX AveragePool-19's ``dilations``.
 
@@ -128,7 +142,9 @@ def avg_pool(
 
     Floating inputs of 16 bits sum in float32; integer inputs sum in the widest enabled
     integer type (int64 with ``jax_enable_x64``, else int32, where sums beyond its range wrap
-    as in the runtime) and round the exact quotient half to even.
+    as in the runtime) and round the exact quotient half to even
+    (``integer_division="round"``), or toward zero (``"truncate"``: PyTorch's integer
+    average).
 
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
@@ -146,6 +162,8 @@ def avg_pool(
         once any pad is in force: OpenVINO's rule) or ``"padded_input"`` (the taps inside the
         padded input count: PyTorch's and ONNX's rule).
       divisor_override: ``None``, or a positive int that divides every window's sum.
+      integer_division: for integer inputs, ``"round"`` (half to even) or ``"truncate"``
+        (toward zero).
 
     Returns:
       ``y`` of the pooled shape, with the dtype of ``x``.
@@ -188,4 +206,5 @@ def avg_pool(
         divisor_override = window_lib.static_int("divisor_override", divisor_override)
         if divisor_override < 1:
             raise ValueError(f"`divisor_override` (={divisor_override}) must be positive.")
-    return _avg_pool(x, window, bool(exclude_pad), divisor_rule, divisor_override)
+    integer_division = window_lib.choice("integer_division", integer_division, INTEGER_DIVISIONS)
+    return _avg_pool(x, window, bool(exclude_pad), divisor_rule, divisor_override, integer_division)

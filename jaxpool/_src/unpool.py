@@ -23,8 +23,8 @@ def _output_shape(output_shape: Any, y_shape: tuple[int, ...], data_format: str)
     # A batch or channel axis may be empty, as pooling's; a spatial one may not.
     if 0 in (shape[a] for a in window_lib.spatial_axes(len(shape), data_format)):
         raise ValueError(
-            f"`output_shape` (={shape}) must be positive on every spatial axis in "
-            f"{data_format} layout."
+            f"`output_shape` (={shape}) must be positive on every dimension of `y` but the "
+            f"batch and channel axes (which may be empty), in {data_format} layout."
         )
     c_dim = window_lib.channel_axis(len(shape), data_format)
     if shape[0] != y_shape[0] or shape[c_dim] != y_shape[c_dim]:

@@ -16,6 +16,7 @@ of a core op:
   ``count_include_pad=True`` a window divides by the number of its positions inside the padded
   input (a ``ceil_mode`` window past the end padding counts less than the kernel), with
   ``False`` by those inside the input; ``divisor_override`` divides every window by itself.
+  Like PyTorch's, they take int64 (with ``jax_enable_x64``) and divide it toward zero.
 * ``lp_pool*d``: as PyTorch computes it, ``avg_pool(x**p, kernel_size, stride, 0,
   ceil_mode)``, then ``sign(out) * relu(abs(out)) * prod(kernel_size)``, then ``**(1 / p)``:
   no absolute value of ``x``, a partial ``ceil_mode`` window scaled by
@@ -151,9 +152,12 @@ def _sliding(
     }
 
 
-def _floating(name: str, x: jax.Array) -> None:
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"`input` of {name} must have a floating dtype, got {x.dtype}.")
+def _floating(name: str, x: jax.Array, *also: Any) -> None:
+    """Refuses a dtype that PyTorch's CPU kernel of ``name`` refuses: all but floating types
+    and ``also``."""
+    if not (jnp.issubdtype(x.dtype, jnp.floating) or x.dtype in also):
+        allowed = "a floating dtype" + "".join(f" or {np.dtype(t)}" for t in also)
+        raise TypeError(f"`input` of {name} must have {allowed}, got {x.dtype}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,7 +185,7 @@ def _avg_pool(
         raise TypeError(f"`count_include_pad` must be a bool, got {count_include_pad!r}.")
 
     def pool(x):
-        _floating(name, x)
+        _floating(name, x, np.int64)
         window = _sliding(x, nd, kernel_size, stride, padding, 1, ceil_mode)
         return avg_pool(
             x,
@@ -189,6 +193,7 @@ def _avg_pool(
             exclude_pad=not count_include_pad,
             divisor_rule="padded_input",
             divisor_override=divisor_override,
+            integer_division="truncate",
         )
 
     return _over_batch(name, nd, input, pool)
