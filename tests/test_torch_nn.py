@@ -9,6 +9,7 @@ against ``backward``) must equal PyTorch's.  Expected values come from PyTorch o
 from __future__ import annotations
 
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +34,7 @@ NAMES = [
     )
     for nd in (1, 2, 3)
 ]
-CASES = 12  # random cases per function and dtype
+CASES = 10  # random cases per function
 
 
 def _torch(name, *args, **kwargs):
@@ -320,3 +321,34 @@ def test_binders_table_lists_every_function():
     assert set(torch_nn.BINDERS) == set(NAMES)
     for name in NAMES:
         assert torch_nn.BINDERS[name] is getattr(jtorch, name)
+
+
+def _parameters(fn):
+    return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_signature_is_torchs(name):
+    """PyTorch's parameter names, order and defaults: read from PyTorch's Python functions
+    (``*_with_indices`` behind the dispatch on ``return_indices``); PyTorch's C++ averages
+    have none to read, and are compared with their documented signatures."""
+    documented = {
+        "avg_pool1d": ["stride", "padding", "ceil_mode", "count_include_pad"],
+        "avg_pool2d": ["stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"],
+    }
+    documented["avg_pool3d"] = documented["avg_pool2d"]
+    defaults = {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True}
+    ours = _parameters(_ours(name))
+    if name in documented:
+        expected = [("input", _EMPTY), ("kernel_size", _EMPTY)] + [
+            (p, defaults.get(p)) for p in documented[name]
+        ]
+    elif name == "adaptive_avg_pool1d":
+        expected = [("input", _EMPTY), ("output_size", _EMPTY)]
+    else:
+        with_indices = getattr(F, f"{name}_with_indices", None)
+        expected = _parameters(with_indices or getattr(F, name))
+    assert ours == expected
+
+
+_EMPTY = inspect.Parameter.empty
