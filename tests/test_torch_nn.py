@@ -352,3 +352,14 @@ def test_signature_is_torchs(name):
 
 
 _EMPTY = inspect.Parameter.empty
+
+
+@pytest.mark.parametrize("name", ["max_pool1d", "avg_pool1d"])
+def test_ceil_mode_drops_a_window_starting_in_the_padding(name):
+    """Length 5, kernel 2, stride 2, padding 1: ceil gives 4 windows, the last would start in
+    the end padding and PyTorch drops it."""
+    x = np.arange(5.0, dtype=np.float32).reshape(1, 1, 5)
+    got = _ours(name)(jnp.asarray(x), 2, 2, 1, ceil_mode=True)
+    expected = _torch(name, torch.tensor(x), 2, 2, 1, ceil_mode=True)
+    assert got.shape == tuple(expected.shape) == (1, 1, 3)
+    np.testing.assert_array_equal(got, expected.numpy())
