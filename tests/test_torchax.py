@@ -79,6 +79,20 @@ def _numpy(value):
     return np.asarray(jax.device_get(value.jax() if hasattr(value, "jax") else value))
 
 
+def _assert_equal(got, expected):
+    if isinstance(expected, torch.Tensor):
+        got, expected = (got,), (expected,)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        g = _numpy(g)
+        e = e.detach().numpy()
+        assert g.shape == e.shape
+        if np.issubdtype(e.dtype, np.integer):
+            np.testing.assert_array_equal(g, e)
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+
+
 def _run(torchax, module, x):
     with torchax.default_env():
         return module.to("jax")(x.to("jax"))
@@ -99,15 +113,7 @@ def test_module_equals_eager_pytorch(torchax, net):
     with unittest.mock.patch.dict(front_end.BINDERS, {n: spy(n) for n in REACHED}):
         got = _run(torchax, module, x)
     assert sorted(set(calls)) == sorted(REACHED)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        g = _numpy(g)
-        e = e.detach().numpy()
-        assert g.shape == e.shape
-        if np.issubdtype(e.dtype, np.integer):
-            np.testing.assert_array_equal(g, e)
-        else:
-            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+    _assert_equal(got, expected)
 
 
 def test_gradient_equals_eager_pytorch(torchax, net):
@@ -125,6 +131,44 @@ def test_gradient_equals_eager_pytorch(torchax, net):
 
     got = jax.grad(loss)(jnp.asarray(x.detach().numpy()))
     np.testing.assert_allclose(np.asarray(got), x.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# aten operators called directly (as a `torch.export`-ed program calls them), with their
+# schemas' conventions: lists, `stride=[]` for the kernel's, trailing defaults left out.
+ATEN_CASES = [
+    ("max_pool2d_with_indices", (2, 3, 9, 8), ([3, 2], [], [1, 0], [1, 2], True)),
+    ("max_pool3d_with_indices", (2, 5, 6, 7), ([2, 3, 2], [2, 1, 2])),
+    ("avg_pool2d", (2, 3, 9, 8), ([3, 2], [2, 2], [1, 1], True, False, 4)),
+    ("avg_pool2d", (3, 9, 8), ([3, 3],)),
+    ("avg_pool3d", (2, 2, 5, 6, 7), ([2, 3, 2], [], 1, False, True)),
+    ("adaptive_max_pool2d", (2, 3, 9, 8), ([4, 3],)),
+    ("adaptive_max_pool3d", (2, 2, 5, 6, 7), ([2, 4, 3],)),
+    ("_adaptive_avg_pool2d", (2, 3, 9, 8), ([4, 3],)),
+    ("_adaptive_avg_pool3d", (2, 5, 6, 7), ([2, 4, 3],)),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "args"), ATEN_CASES)
+def test_aten_operator_equals_pytorch(torchax, name, shape, args):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    operator = getattr(torch.ops.aten, name).default
+    expected = operator(x, *args)
+    with torchax.default_env():
+        got = operator(x.to("jax"), *args)
+    _assert_equal(got, expected)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_aten_fractional_max_pool_equals_pytorch(torchax, n):
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, *(11, 9, 8)[:n], generator=gen)
+    samples = torch.rand(2, 3, n, generator=gen)
+    operator = getattr(torch.ops.aten, f"fractional_max_pool{n}d").default
+    args = ([3, 2, 2][:n], [5, 4, 3][:n])
+    expected = operator(x, *args, samples)
+    with torchax.default_env():
+        got = operator(x.to("jax"), *args, samples.to("jax"))
+    _assert_equal(got, expected)
 
 
 def test_torchax_alone_has_no_fractional_max_pool(torchax, net):
