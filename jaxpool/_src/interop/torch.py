@@ -135,7 +135,7 @@ def _torchvision_table() -> dict[str, Callable[..., Any]]:
         # (c * pooled_height + i) * pooled_width + j.  Only its backward kernel reads it.
         import jax.numpy as jnp
 
-        k, c = output.shape[:2]
+        c = output.shape[1]
         mapping = jnp.arange(c * pooled_height * pooled_width, dtype=jnp.int32)
         return jnp.broadcast_to(mapping.reshape(c, pooled_height, pooled_width), output.shape)
 
@@ -150,7 +150,7 @@ def _torchvision_table() -> dict[str, Callable[..., Any]]:
         return output, channel_mapping(output, pooled_height, pooled_width)
 
     # `torchvision::roi_pool` returns the argmax of each bin beside the values, which the front
-    # end's `roi_pool` does not compute: left to torchax.
+    # end's `roi_pool` does not compute: not bound (torchax has no lowering for it either).
     return {
         "roi_align.default": roi_align,
         "ps_roi_align.default": ps_roi_align,
