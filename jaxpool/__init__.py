@@ -6,6 +6,7 @@ from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool as adaptive_avg_poo
 from jaxpool._src.adaptive_max_pool import adaptive_max_pool as adaptive_max_pool
 from jaxpool._src.avg_pool import avg_pool as avg_pool
 from jaxpool._src.deformable_psroi_pool import deformable_psroi_pool as deformable_psroi_pool
+from jaxpool._src.fractional_max_pool import fractional_max_pool as fractional_max_pool
 from jaxpool._src.lp_pool import lp_pool as lp_pool
 from jaxpool._src.max_pool import max_pool as max_pool
 from jaxpool._src.multilevel_roi_align import multilevel_roi_align as multilevel_roi_align
@@ -23,6 +24,7 @@ __all__ = [
     "adaptive_max_pool",
     "avg_pool",
     "deformable_psroi_pool",
+    "fractional_max_pool",
     "lp_pool",
     "max_pool",
     "max_unpool",

@@ -75,6 +75,15 @@ SIGNATURES = {
         ("output_size", P, REQUIRED),
         ("data_format", K, "NCX"),
     ],
+    "fractional_max_pool": [
+        ("x", P, REQUIRED),
+        ("kernel", P, REQUIRED),
+        ("output_size", P, REQUIRED),
+        ("samples", P, REQUIRED),
+        ("data_format", K, "NCX"),
+        ("return_indices", K, False),
+        ("index_element_type", K, None),
+    ],
     "max_unpool": [
         ("y", P, REQUIRED),
         ("indices", P, REQUIRED),

@@ -174,10 +174,10 @@ def psroi_pool(
     at ``y_1'``); with ``b_h`` a bin's height, bin ``(i, j)`` of output channel ``c`` averages
     input channel ``(c * group_size + i) * group_size + j`` over the elements ``[floor(y_1' + i
     * b_h), ceil(y_1' + (i + 1) * b_h))`` (and likewise for columns), clipped to the map; a bin
-    with no element gives 0.  Under ``jit`` a bin reads at
-    most ``ceil((H + 1) / group_size) + 1`` rows (and likewise columns), which holds every bin
-    of a box no larger than the map plus one element; a bin of a larger box averages its first
-    rows and columns up to that bound over its full size.
+    with no element gives 0.  Every element of a bin counts, also for boxes larger than the
+    map: a bin is read in chunks of ``ceil((H + 1) / group_size) + 1`` rows (and likewise
+    columns), one chunk for every bin of a box no larger than the map plus one element, and the
+    further chunks only where some bin needs them.
 
     ``mode="bilinear"`` (``C = output_dim * bins_y * bins_x``): the corners times
     ``spatial_scale`` are normalised to ``[0, 1]``; the box splits into ``bins_y x bins_x``

@@ -189,10 +189,11 @@ def roi_pool(
     element (halves away from zero); the box spans ``h = max(y_2 - y_1 + 1, 1)`` rows (and
     likewise columns), and bin ``i`` of ``out_h`` covers rows ``y_1 + [floor(i * h / out_h),
     ceil((i + 1) * h / out_h))``, clipped to the map.  A bin's output is the maximum over its
-    elements, or 0 where the bin holds none (the runtime's rule).  Under ``jit`` a bin reads at
-    most ``ceil((H + 1) / out_h) + 1`` rows (and the same for columns), which holds every bin of
-    a box no larger than the map plus one element; a bin of a larger box is the maximum over
-    its first rows and columns up to that bound.
+    elements, or 0 where the bin holds none (the runtime's rule, and torchvision's).  Every
+    element of a bin counts, also for boxes larger than the map: a bin is read in chunks of
+    ``ceil((H + 1) / out_h) + 1`` rows (and the same for columns), one chunk for every bin of a
+    box no larger than the map plus one element, and the further chunks only where some bin
+    needs them.
 
     ``method="bilinear"``: the corners are normalised to ``[0, 1]`` (``spatial_scale`` is not
     used) and bin ``i`` is one bilinear sample at ``y_1 * (H - 1) + i * (y_2 - y_1) * (H - 1) /
