@@ -112,4 +112,5 @@ jaxpool_api_modules = [
     "jaxpool.openvino",
     "jaxpool.onnx",
     "jaxpool.nn.eqx",
+    "jaxpool.torch",
 ]

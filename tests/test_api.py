@@ -50,6 +50,9 @@ SIGNATURES = {
         ("rounding_type", K, "floor"),
         ("auto_pad", K, "explicit"),
         ("data_format", K, "NCX"),
+        ("divisor_rule", K, "kernel"),
+        ("divisor_override", K, None),
+        ("integer_division", K, "round"),
     ],
     "lp_pool": [
         ("x", P, REQUIRED),

@@ -338,6 +338,59 @@ class TestPyTorchAndGradients:
         (grad,) = vjp(jnp.asarray(g, jnp.float32))
         np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
 
+    @pytest.mark.parametrize("nd", [1, 2, 3])
+    @pytest.mark.parametrize("count_include_pad", [False, True])
+    @pytest.mark.parametrize("divisor_override", [None, 3])
+    def test_padded_input_divisor_and_override_match_torch(
+        self, nd, count_include_pad, divisor_override
+    ):
+        """``divisor_rule="padded_input"`` is PyTorch's divisor, ceil windows past the end
+        padding included, and ``divisor_override`` its override; per-axis pads, one of them
+        zero."""
+        rng = np.random.default_rng(nd)
+        x = rng.standard_normal((2, 3, *[7, 6, 5][:nd]))
+        padding = (1, 0, 1)[:nd]
+        fn = getattr(torch.nn.functional, f"avg_pool{nd}d")
+        extra = {} if nd == 1 else {"divisor_override": divisor_override}
+        xt = torch.tensor(x, requires_grad=True)
+        yt = fn(xt, 3, 2, padding, True, count_include_pad, **extra)
+        g = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.tensor(g))
+
+        def f(v):
+            return jaxpool.avg_pool(
+                v,
+                3,
+                2,
+                padding,
+                padding,
+                exclude_pad=not count_include_pad,
+                rounding_type="ceil_torch",
+                divisor_rule="padded_input",
+                divisor_override=extra.get("divisor_override"),
+            )
+
+        y, vjp = jax.vjp(f, x.astype(np.float32))
+        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+        (grad,) = vjp(jnp.asarray(g, jnp.float32))
+        np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+    def test_integer_division_truncate_is_torchs_int64_average(self, x64):
+        x = np.random.default_rng(4).integers(-50, 50, (2, 3, 7, 6))
+        y = jaxpool.avg_pool(
+            x,
+            3,
+            2,
+            1,
+            1,
+            rounding_type="ceil_torch",
+            divisor_rule="padded_input",
+            integer_division="truncate",
+        )
+        expected = torch.nn.functional.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True)
+        assert y.dtype == jnp.int64
+        np.testing.assert_array_equal(y, expected.numpy())
+
     def test_grads(self, x64):
         """Both divisor rules, ceil windows past the pads, order 2 in both modes."""
         x = np.random.default_rng(5).standard_normal((1, 1, 3, 4, 3))

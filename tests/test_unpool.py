@@ -176,3 +176,40 @@ def test_axis_has_no_default():
     y, i = jaxpool.max_pool(jnp.ones((1, 1, 4)), 2, return_indices=True, axis=2)
     with pytest.raises(TypeError, match="'axis'"):
         jaxpool.max_unpool(y, i, (1, 1, 4))
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def test_combine_torch_is_torchs_max_unpool_with_repeated_indices(data_format):
+    """``combine="torch"``: PyTorch's CPU max_unpool for arbitrary repeated indices (the last
+    value in each plane's row-major order is kept), and its gradient: every value receives
+    the output gradient at its index, in full."""
+    rng = np.random.default_rng(7)
+    y = rng.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    i = rng.integers(0, 12, y.shape)  # repeats within each plane
+    g = rng.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    yt = torch.tensor(y, requires_grad=True)
+    expected = torch.nn.functional.max_unpool2d(yt, torch.tensor(i), 1, output_size=(3, 4))
+    expected.backward(torch.tensor(g))
+
+    def unpool(v):
+        v = oracle.to_nxc(v) if data_format == "NXC" else v
+        shape = (2, 3, 3, 4) if data_format == "NCX" else (2, 3, 4, 3)
+        index = oracle.to_nxc(i) if data_format == "NXC" else i
+        out = jaxpool.max_unpool(v, index, shape, axis=2, combine="torch", data_format=data_format)
+        return out if data_format == "NCX" else jnp.moveaxis(out, -1, 1)
+
+    for fn in (unpool, jax.jit(unpool)):
+        got, vjp = jax.vjp(fn, jnp.asarray(y))
+        np.testing.assert_array_equal(got, expected.detach().numpy())
+        np.testing.assert_array_equal(vjp(jnp.asarray(g))[0], yt.grad.numpy())
+    # Forward mode: the tangent of "sum", whose transpose is that gradient.
+    t = rng.standard_normal(y.shape).astype(np.float32)
+    _, tangent = jax.jvp(unpool, (jnp.asarray(y),), (jnp.asarray(t),))
+    summed = jaxpool.max_unpool(t, i, (2, 3, 3, 4), axis=2)
+    np.testing.assert_allclose(tangent, summed, rtol=1e-6)
+
+
+def test_empty_batch_unpools_to_an_empty_output():
+    y = np.zeros((0, 2, 3), np.float32)
+    out = jaxpool.max_unpool(y, np.zeros(y.shape, np.int32), (0, 2, 6), axis=2)
+    assert out.shape == (0, 2, 6)

@@ -30,17 +30,25 @@ def accumulator_dtype(dtype: Any) -> np.dtype:
     return dtype
 
 
-def divide(total: jax.Array, divisor: np.ndarray, dtype: np.dtype) -> jax.Array:
+INTEGER_DIVISIONS = ("round", "truncate")
+
+
+def divide(
+    total: jax.Array, divisor: np.ndarray, dtype: np.dtype, integer_division: str = "round"
+) -> jax.Array:
     """``total / divisor`` in ``dtype``; ``divisor`` is a static array of non-negative ints.
 
     A zero divisor (a window with no element to count, whose ``total`` is 0) gives 0.  Floats
     multiply by the reciprocal in the accumulator's precision; integers round the exact
-    quotient half to even, as the OpenVINO CPU runtime does.
+    quotient half to even (``integer_division="round"``, as the OpenVINO CPU runtime does) or
+    toward zero (``"truncate"``, C's integer division, as PyTorch's CPU kernels do).
     """
     if np.issubdtype(dtype, np.integer):
         d = np.maximum(divisor, 1).astype(total.dtype)
         if np.all(d == 1):
             return total.astype(dtype)
+        if integer_division == "truncate":
+            return lax.div(total, jnp.broadcast_to(d, total.shape)).astype(dtype)
         q = jnp.floor_divide(total, d)
         twice_r = (total - q * d) * 2
         up = (twice_r > d) | ((twice_r == d) & (lax.rem(q, np.asarray(2, q.dtype)) != 0))

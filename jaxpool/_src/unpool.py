@@ -18,8 +18,14 @@ from jaxpool._src import window as window_lib
 def _output_shape(output_shape: Any, y_shape: tuple[int, ...], data_format: str) -> tuple[int, ...]:
     """Validates ``output_shape``: the full shape of the pooled input, in ``data_format``."""
     shape = window_lib.per_axis(
-        "output_shape", output_shape, len(y_shape), 1, scalar=False, what="dimension of `y`"
+        "output_shape", output_shape, len(y_shape), 0, scalar=False, what="dimension of `y`"
     )
+    # A batch or channel axis may be empty, as pooling's; a spatial one may not.
+    if 0 in (shape[a] for a in window_lib.spatial_axes(len(shape), data_format)):
+        raise ValueError(
+            f"`output_shape` (={shape}) must be positive on every dimension of `y` but the "
+            f"batch and channel axes (which may be empty), in {data_format} layout."
+        )
     c_dim = window_lib.channel_axis(len(shape), data_format)
     if shape[0] != y_shape[0] or shape[c_dim] != y_shape[c_dim]:
         raise ValueError(
@@ -42,7 +48,7 @@ def _full_dtype(ncx_shape: tuple[int, ...], dtype: np.dtype) -> np.dtype:
     return np.dtype(np.int64)
 
 
-COMBINES = ("sum", "max")
+COMBINES = ("sum", "max", "torch")
 
 
 def _plane_positions(
@@ -80,6 +86,46 @@ def _check_concrete(
     )
 
 
+_DROP = lax.GatherScatterMode.FILL_OR_DROP
+
+
+def _scatter_sum(updates, position, operand_shape, numbers):
+    """``updates`` added at ``position`` into zeros of ``operand_shape``; positions out of
+    range are dropped."""
+    operand = jnp.zeros(operand_shape, updates.dtype)
+    return lax.scatter_add(operand, position, updates, numbers, mode=_DROP)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _scatter_last(updates, position, operand_shape, numbers):
+    """``updates`` written at ``position`` into zeros of ``operand_shape``, the last of the
+    values named to one position (in row-major order of its plane of ``updates``) kept, as
+    PyTorch's CPU ``max_unpool`` keeps it; deterministic: each value's order in its plane is
+    scattered by maximum, and only the value whose order won is written."""
+    axis = numbers.scatter_dims_to_operand_dims[0]  # the plane's axis
+    order_dtype = position.dtype
+    order = lax.broadcasted_iota(order_dtype, updates.shape, axis)
+    last = lax.scatter_max(
+        jnp.full(operand_shape, -1, order_dtype), position, order, numbers, mode=_DROP
+    )
+    size = operand_shape[axis]
+    at = jnp.minimum(position[..., 0], np.asarray(size - 1, order_dtype))
+    won = jnp.take_along_axis(last, at, axis=axis) == order
+    position = jnp.where(won[..., None], position, np.asarray(size, order_dtype))
+    operand = jnp.zeros(operand_shape, updates.dtype)
+    return lax.scatter(operand, position, updates, numbers, mode=_DROP)
+
+
+@_scatter_last.defjvp
+def _scatter_last_jvp(operand_shape, numbers, primals, tangents):
+    # PyTorch's derivative: the gradient of each value is the output's gradient at its index,
+    # in full even where several values name one position (a gather, the transpose of the
+    # sum's scatter), not the derivative of keeping the last.
+    (updates, position), (updates_dot, _) = primals, tangents
+    out = _scatter_last(updates, position, operand_shape, numbers)
+    return out, _scatter_sum(updates_dot, position, operand_shape, numbers)
+
+
 @functools.partial(jax.jit, static_argnames=("shape", "axis", "combine", "data_format", "dtype"))
 def _max_unpool(
     y,
@@ -91,7 +137,8 @@ def _max_unpool(
     dtype: np.dtype,
 ):
     """Scatters ``y`` into each ``(n, c)`` plane at the plane position of its index, adding
-    (``combine="sum"``) or keeping the largest value (``"max"``) where indices repeat.
+    (``combine="sum"``), keeping the largest value (``"max"``) or the last (``"torch"``) where
+    indices repeat.
 
     The batch and channel axes are batching dimensions of the scatter, so a sharded batch or
     channel axis stays sharded.  An index outside its own plane (which no pooling produces)
@@ -104,10 +151,10 @@ def _max_unpool(
     position = jnp.where(inside, position, np.asarray(size, dtype))  # dropped by the scatter
     n, c = ncx_shape[:2]
     if data_format == "NCX":
-        operand, updates, pos = jnp.zeros((n, c, size), y.dtype), y.reshape(n, c, -1), 2
+        operand_shape, updates, pos = (n, c, size), y.reshape(n, c, -1), 2
         batch = (0, 1)
     else:
-        operand, updates, pos = jnp.zeros((n, size, c), y.dtype), y.reshape(n, -1, c), 1
+        operand_shape, updates, pos = (n, size, c), y.reshape(n, -1, c), 1
         batch = (0, 2)
     numbers = lax.ScatterDimensionNumbers(
         update_window_dims=(),
@@ -116,27 +163,24 @@ def _max_unpool(
         operand_batching_dims=batch,
         scatter_indices_batching_dims=batch,
     )
-    scatter = functools.partial(
-        lax.scatter_add if combine == "sum" else lax.scatter_max,
-        scatter_indices=position.reshape(*updates.shape, 1),
-        dimension_numbers=numbers,
-        indices_are_sorted=False,
-        unique_indices=False,
-        mode=lax.GatherScatterMode.FILL_OR_DROP,
-    )
+    position = position.reshape(*updates.shape, 1)
     if combine == "sum":
-        out = scatter(operand, updates=updates)
+        out = _scatter_sum(updates, position, operand_shape, numbers)
+    elif combine == "torch":
+        out = _scatter_last(updates, position, operand_shape, numbers)
     else:
         # The maximum starts from the lowest value, and positions that no index names are set
         # to 0 afterwards, so that negative values are kept where they are named.
         lowest = np.asarray(indices_lib.lowest(y.dtype), y.dtype)
-        out = scatter(jnp.full(operand.shape, lowest), updates=updates)
+        out = lax.scatter_max(
+            jnp.full(operand_shape, lowest), position, updates, numbers, mode=_DROP
+        )
         named = lax.scatter_max(
-            jnp.zeros(operand.shape, np.int8),
-            position.reshape(*updates.shape, 1),
+            jnp.zeros(operand_shape, np.int8),
+            position,
             jnp.ones(updates.shape, np.int8),
             numbers,
-            mode=lax.GatherScatterMode.FILL_OR_DROP,
+            mode=_DROP,
         )
         out = jnp.where(named > 0, out, jnp.zeros((), y.dtype))
     return out.reshape(shape)
@@ -160,12 +204,18 @@ def max_unpool(
 
         x[element(indices[n, c, o])] += y[n, c, o]        # combine="sum"
         x[p] = max(y[n, c, o] for every o naming p)     # combine="max"; 0 where none does
+        x[p] = y[n, c, last o naming p]                 # combine="torch"; 0 where none does
 
     ``axis`` has no default: the indices' convention must be stated, as
     :func:`numpy.take_along_axis` requires its axis (indices taken with ``axis=2`` and read
     with ``axis=0`` would land in the first plane).  With ``combine="max"`` the result is
     deterministic, and where the values sent to one position are equal (unpooling the pooled
     values themselves) it is PyTorch's ``max_unpool``, which keeps one of them.
+    ``combine="torch"`` is PyTorch's CPU ``max_unpool`` whatever the values: the last value
+    (in row-major order of its ``(n, c)`` plane of ``y``) named to a position is kept, and it
+    differentiates as PyTorch does: the gradient of every value is the output gradient at its
+    index, in full even where several values name one position (the derivative of ``"sum"``,
+    not of keeping one value).
 
     ``indices`` follow the index convention of :func:`max_pool` with the same ``axis``
     (``adaptive_max_pool`` indices use ``axis=2``): the row-major offset in the NCX view of the
@@ -179,7 +229,7 @@ def max_unpool(
     dropped and its gradient is zero, and no other position receives it (no wrap-around into
     a neighbouring plane).  With ``"sum"`` it is linear in ``y`` and its gradient gathers at the
     indices; with ``"max"`` the gradient goes to the values that won (split evenly among equal
-    ones).
+    ones); with ``"torch"`` as with ``"sum"``.
 
     Args:
       y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
@@ -188,7 +238,7 @@ def max_unpool(
       output_shape: the full shape of the pooled input, in ``data_format``'s layout, with the
         batch and channel sizes of ``y``.
       axis: the ``axis`` the indices were taken with: 0, 1 or 2 (or -rank to 2 - rank).
-      combine: ``"sum"`` or ``"max"``: how values sent to one position combine.
+      combine: ``"sum"``, ``"max"`` or ``"torch"``: how values sent to one position combine.
       data_format: ``"NCX"`` or ``"NXC"``.
 
     Returns:
@@ -220,6 +270,8 @@ def max_unpool(
             "taken over fewer than all spatial axes have lost the coordinates of the others."
         )
     shape = _output_shape(output_shape, tuple(y.shape), data_format)
+    if 0 in shape:  # an empty batch or no channels: nothing to scatter
+        return jnp.zeros(shape, y.dtype)
     dtype = _full_dtype(window_lib.to_ncx_shape(shape, data_format), np.dtype(indices.dtype))
     if not isinstance(indices, jax.core.Tracer):
         _check_concrete(indices, shape, axis, data_format, dtype)

@@ -65,6 +65,9 @@ class AvgPool(linen.Module):
     rounding_type: str = "floor"
     auto_pad: str = "explicit"
     data_format: str = "NXC"
+    divisor_rule: str = "kernel"
+    divisor_override: int | None = None
+    integer_division: str = "round"
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
         return jaxpool.avg_pool(
@@ -78,6 +81,9 @@ class AvgPool(linen.Module):
             rounding_type=self.rounding_type,
             auto_pad=self.auto_pad,
             data_format=self.data_format,
+            divisor_rule=self.divisor_rule,
+            divisor_override=self.divisor_override,
+            integer_division=self.integer_division,
         )
 
 

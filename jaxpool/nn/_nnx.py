@@ -93,6 +93,9 @@ class AvgPool(nnx.Module):
         rounding_type: str = "floor",
         auto_pad: str = "explicit",
         data_format: str = "NXC",
+        divisor_rule: str = "kernel",
+        divisor_override: int | None = None,
+        integer_division: str = "round",
     ):
         self.kernel = _static(kernel)
         self.strides = _static(strides)
@@ -103,6 +106,9 @@ class AvgPool(nnx.Module):
         self.rounding_type = rounding_type
         self.auto_pad = auto_pad
         self.data_format = data_format
+        self.divisor_rule = divisor_rule
+        self.divisor_override = divisor_override
+        self.integer_division = integer_division
 
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
         return jaxpool.avg_pool(
@@ -116,6 +122,9 @@ class AvgPool(nnx.Module):
             rounding_type=self.rounding_type,
             auto_pad=self.auto_pad,
             data_format=self.data_format,
+            divisor_rule=self.divisor_rule,
+            divisor_override=self.divisor_override,
+            integer_division=self.integer_division,
         )
 
 

@@ -1,80 +1,455 @@
-"""torch.nn.functional's pooling functions, bound to jaxpool's ops."""
+"""torch.nn.functional's pooling functions, bound to jaxpool's ops.
+
+Each function has PyTorch's name, signature and defaults and takes PyTorch's layout, batched
+``(N, C, *spatial)`` or unbatched ``(C, *spatial)``; a binder turns its arguments into one call
+of a core op:
+
+* ``max_pool*d``: :func:`jaxpool.max_pool` with ``pads_begin = pads_end = padding``,
+  ``rounding_type="ceil_torch"`` for ``ceil_mode`` (a last window that would start in the end
+  padding is dropped) and indices counted in each ``(n, c)`` plane (``axis=2``), int64 with
+  ``jax_enable_x64``, else int32.  Ties give the first element of the window, a window of
+  ``-inf`` its first element, as PyTorch does.  A NaN is the window's maximum, as in PyTorch;
+  its index (and so its gradient) is the *first* NaN of the window, jaxpool's rule, where
+  PyTorch's kernels (``val > max || isnan(val)``) return the last one: the two differ only in
+  a window holding several NaNs.
+* ``avg_pool*d``: :func:`jaxpool.avg_pool` with ``divisor_rule="padded_input"``: with
+  ``count_include_pad=True`` a window divides by the number of its positions inside the padded
+  input (a ``ceil_mode`` window past the end padding counts less than the kernel), with
+  ``False`` by those inside the input; ``divisor_override`` divides every window by itself.
+  Like PyTorch's, they take int64 (with ``jax_enable_x64``) and divide it toward zero.
+* ``lp_pool*d``: as PyTorch computes it, ``avg_pool(x**p, kernel_size, stride, 0,
+  ceil_mode)``, then ``sign(out) * relu(abs(out)) * prod(kernel_size)``, then ``**(1 / p)``:
+  no absolute value of ``x``, a partial ``ceil_mode`` window scaled by
+  ``prod(kernel_size) / count``; a window whose sum is negative gives NaN (for a fractional
+  ``1 / p``), and the gradient is NaN where a window's sum is 0 (for ``p > 1``), as PyTorch's.
+* ``adaptive_max_pool*d``, ``adaptive_avg_pool*d``: :func:`jaxpool.adaptive_max_pool` (indices
+  in each plane) and :func:`jaxpool.adaptive_avg_pool`; ``None`` in ``output_size`` keeps that
+  input size.
+* ``max_unpool*d``: :func:`jaxpool.max_unpool` with ``combine="torch"`` (the last value named to
+  a position is kept, as PyTorch's CPU kernel keeps it, and every value's gradient is the
+  output gradient at its index), into PyTorch's output size, by default ``(in - 1) * stride -
+  2 * padding + kernel_size``.
+
+Bad arguments raise ``ValueError``/``TypeError`` where PyTorch raises ``RuntimeError``: a rank
+PyTorch refuses, a ``padding`` over half the kernel, an empty channel or spatial axis, an
+``output_size`` of ``max_unpool`` outside PyTorch's range.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-def max_pool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_pool1d")
+from jaxpool._src import window as window_lib
+from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
+from jaxpool._src.adaptive_max_pool import adaptive_max_pool
+from jaxpool._src.avg_pool import avg_pool
+from jaxpool._src.max_pool import max_pool
+from jaxpool._src.unpool import max_unpool
 
-
-def max_pool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_pool2d")
-
-
-def max_pool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_pool3d")
-
-
-def avg_pool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("avg_pool1d")
+Pooled = Any  # an array, or (values, indices)
 
 
-def avg_pool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("avg_pool2d")
+# --------------------------------------------------------------------------------------------
+# What the binders share.
+# --------------------------------------------------------------------------------------------
 
 
-def avg_pool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("avg_pool3d")
+def _over_batch(
+    name: str,
+    nd: int,
+    input: Any,
+    pool: Callable[[jax.Array], Pooled],
+    *,
+    empty_channels: bool = False,
+) -> Pooled:
+    """``pool`` of ``input`` with a batch axis: an unbatched ``(C, *spatial)`` input gains one,
+    and its outputs lose it.  PyTorch's ranks and non-empty axes are checked (a batch of 0 is
+    allowed, and with ``empty_channels`` 0 channels)."""
+    x = jnp.asarray(input)
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(
+            f"`input` of {name} must have {nd + 1} (unbatched) or {nd + 2} (batched) "
+            f"dimensions, got shape {x.shape}."
+        )
+    unbatched = x.ndim == nd + 1
+    if unbatched:
+        x = x[None]
+    if 0 in x.shape[(2 if empty_channels else 1) :]:
+        raise ValueError(
+            f"`input` of {name} must have non-empty channel and spatial axes (a batch of 0 is "
+            f"allowed), got shape {tuple(jnp.shape(input))}."
+        )
+    out = pool(x)
+    if not unbatched:
+        return out
+    if isinstance(out, tuple):
+        return tuple(o[0] for o in out)
+    return out[0]
 
 
-def lp_pool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("lp_pool1d")
+def _per_dim(name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
+    """A per-dimension argument as PyTorch takes it: an int, or a sequence of one entry or
+    of one entry per spatial axis."""
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
+        value = value[0]
+    return window_lib.per_axis(name, value, nd, minimum)
 
 
-def lp_pool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("lp_pool2d")
+def _stride(stride: Any, kernel: tuple[int, ...], nd: int) -> tuple[int, ...]:
+    """PyTorch's ``stride``: ``None`` (or an empty sequence) means ``kernel_size``."""
+    if stride is None or (isinstance(stride, Sequence) and len(stride) == 0):
+        return kernel
+    return _per_dim("stride", stride, nd, 1)
 
 
-def lp_pool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("lp_pool3d")
+def _rounding(ceil_mode: Any) -> str:
+    if not isinstance(ceil_mode, (bool, np.bool_)):
+        raise TypeError(f"`ceil_mode` must be a bool, got {ceil_mode!r}.")
+    return "ceil_torch" if ceil_mode else "floor"
 
 
-def adaptive_max_pool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_max_pool1d")
+def _sliding(
+    x: jax.Array,
+    nd: int,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: Any,
+) -> dict[str, Any]:
+    """The sliding-window arguments of a core op, from PyTorch's, with PyTorch's checks:
+    ``padding`` at most half of ``kernel_size``, and a dilated kernel within the padded
+    input."""
+    kernel = _per_dim("kernel_size", kernel_size, nd, 1)
+    pads = _per_dim("padding", padding, nd, 0)
+    dilations = _per_dim("dilation", dilation, nd, 1)
+    if any(2 * p > k for p, k in zip(pads, kernel)):
+        raise ValueError(
+            f"`padding` (={padding!r}) should be at most half of `kernel_size` "
+            f"(={kernel_size!r}) on every spatial axis (PyTorch: pad should be at most half "
+            "of effective kernel size)."
+        )
+    for length, k, d, p in zip(x.shape[2:], kernel, dilations, pads):
+        if (k - 1) * d + 1 > length + 2 * p:
+            raise ValueError(
+                f"`kernel_size` (={kernel_size!r}) with `dilation` (={dilation!r}) spans more "
+                f"than the padded `input` of shape {x.shape} (padding {padding!r}): the output "
+                "size is too small."
+            )
+    return {
+        "kernel": kernel,
+        "strides": _stride(stride, kernel, nd),
+        "pads_begin": pads,
+        "pads_end": pads,
+        "dilations": dilations,
+        "rounding_type": _rounding(ceil_mode),
+    }
 
 
-def adaptive_max_pool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_max_pool2d")
+def _floating(name: str, x: jax.Array, *also: Any) -> None:
+    """Refuses a dtype that PyTorch's CPU kernel of ``name`` refuses: all but floating types
+    and ``also``."""
+    if not (jnp.issubdtype(x.dtype, jnp.floating) or x.dtype in also):
+        allowed = "a floating dtype" + "".join(f" or {np.dtype(t)}" for t in also)
+        raise TypeError(f"`input` of {name} must have {allowed}, got {x.dtype}.")
 
 
-def adaptive_max_pool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_max_pool3d")
+# --------------------------------------------------------------------------------------------
+# The binders.
+# --------------------------------------------------------------------------------------------
 
 
-def adaptive_avg_pool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_avg_pool1d")
+def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    def pool(x):
+        window = _sliding(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
+        return max_pool(x, **window, return_indices=return_indices, axis=2)
+
+    return _over_batch(f"max_pool{nd}d", nd, input, pool)
 
 
-def adaptive_avg_pool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_avg_pool2d")
+def _avg_pool(
+    nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    name = f"avg_pool{nd}d"
+    if divisor_override is not None:
+        divisor_override = window_lib.static_int("divisor_override", divisor_override)
+        if divisor_override == 0:
+            raise ValueError("`divisor_override` (=0) must not be zero (divisor must be not zero).")
+    if not isinstance(count_include_pad, (bool, np.bool_)):
+        raise TypeError(f"`count_include_pad` must be a bool, got {count_include_pad!r}.")
+
+    def pool(x):
+        _floating(name, x, np.int64)
+        window = _sliding(x, nd, kernel_size, stride, padding, 1, ceil_mode)
+        return avg_pool(
+            x,
+            **window,
+            exclude_pad=not count_include_pad,
+            divisor_rule="padded_input",
+            divisor_override=divisor_override,
+            integer_division="truncate",
+        )
+
+    return _over_batch(name, nd, input, pool)
 
 
-def adaptive_avg_pool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("adaptive_avg_pool3d")
+def _norm_type(norm_type: Any) -> float:
+    if isinstance(norm_type, (bool, np.bool_)) or not isinstance(
+        norm_type, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"`norm_type` must be an int or a float, got {norm_type!r}.")
+    p = float(norm_type)
+    if p == 0 or not math.isfinite(p):
+        raise ValueError(f"`norm_type` (={norm_type!r}) must be a finite, non-zero number.")
+    return p
 
 
-def max_unpool1d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_unpool1d")
+def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
+    name = f"lp_pool{nd}d"
+    p = _norm_type(norm_type)
+
+    def pool(x):
+        _floating(name, x)
+        window = _sliding(x, nd, kernel_size, stride, 0, 1, ceil_mode)
+        # PyTorch's formula, step by step, so that values and gradients (NaN included) are its.
+        out = avg_pool(x**p, **window, divisor_rule="padded_input")
+        out = jnp.sign(out) * jax.nn.relu(jnp.abs(out))
+        return (out * math.prod(window["kernel"])) ** (1 / p)
+
+    return _over_batch(name, nd, input, pool)
 
 
-def max_unpool2d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_unpool2d")
+def _adaptive_max_pool(nd, input, output_size, return_indices):
+    def pool(x):
+        return adaptive_max_pool(x, output_size, return_indices=return_indices)
+
+    return _over_batch(f"adaptive_max_pool{nd}d", nd, input, pool)
 
 
-def max_unpool3d(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("max_unpool3d")
+def _adaptive_avg_pool(nd, input, output_size):
+    def pool(x):
+        _floating(f"adaptive_avg_pool{nd}d", x)
+        return adaptive_avg_pool(x, output_size)
+
+    return _over_batch(f"adaptive_avg_pool{nd}d", nd, input, pool, empty_channels=True)
+
+
+def _unpool_size(
+    output_size: Any, default: tuple[int, ...], strides: tuple[int, ...]
+) -> tuple[int, ...]:
+    """PyTorch's ``_unpool_output_size``: ``output_size`` as the full shape or its spatial part,
+    each entry strictly within ``stride`` of the default size."""
+    nd = len(default)
+    if output_size is None:
+        return default
+    if isinstance(output_size, np.ndarray):
+        output_size = output_size.tolist()
+    if not isinstance(output_size, Sequence) or isinstance(output_size, str):
+        raise TypeError(f"`output_size` must be a sequence of ints, got {output_size!r}.")
+    if len(output_size) not in (nd, nd + 2):
+        raise ValueError(
+            f"`output_size` (={output_size!r}) should be a sequence containing {nd} or "
+            f"{nd + 2} elements, but it has a length of {len(output_size)}."
+        )
+    sizes = tuple(window_lib.static_int("output_size", v) for v in output_size[-nd:])
+    for d, (size, base, s) in enumerate(zip(sizes, default, strides)):
+        if not base - s < size < base + s:
+            raise ValueError(
+                f"`output_size` (={output_size!r}) is invalid: dim {d} must be between "
+                f"{base - s} and {base + s}."
+            )
+    return sizes
+
+
+def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
+    name = f"max_unpool{nd}d"
+    kernel = _per_dim("kernel_size", kernel_size, nd, 1)
+    strides = _stride(stride, kernel, nd)
+    pads = _per_dim("padding", padding, nd, 0)
+    indices = jnp.asarray(indices)
+    if indices.shape != jnp.shape(input):
+        raise ValueError(
+            f"`indices` of shape {indices.shape} must have the shape of `input` "
+            f"({jnp.shape(input)})."
+        )
+    if indices.ndim == nd + 1:
+        indices = indices[None]
+
+    def unpool(y):
+        default = tuple(
+            (i - 1) * s - 2 * p + k for i, s, p, k in zip(y.shape[2:], strides, pads, kernel)
+        )
+        sizes = _unpool_size(output_size, default, strides)
+        return max_unpool(y, indices, (*y.shape[:2], *sizes), axis=2, combine="torch")
+
+    return _over_batch(name, nd, input, unpool)
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch's functions.
+# --------------------------------------------------------------------------------------------
+
+
+def max_pool1d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``torch.nn.functional.max_pool1d``: see the module's docstring."""
+    return _max_pool(1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``torch.nn.functional.max_pool2d``: see the module's docstring.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpool import torch as F
+      >>> y, i = F.max_pool2d(jnp.arange(16.0).reshape(1, 4, 4), 2, return_indices=True)
+      >>> y.tolist(), i.tolist()
+      ([[[5.0, 7.0], [13.0, 15.0]]], [[[5, 7], [13, 15]]])
+    """
+    return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``torch.nn.functional.max_pool3d``: see the module's docstring."""
+    return _max_pool(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """``torch.nn.functional.avg_pool1d``: see the module's docstring."""
+    return _avg_pool(1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    """``torch.nn.functional.avg_pool2d``: see the module's docstring.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpool import torch as F
+      >>> x = jnp.arange(16.0).reshape(1, 4, 4)
+      >>> F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)[0, -1, 1:].tolist()
+      [7.0, 3.75]
+    """
+    return _avg_pool(
+        2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+
+
+def avg_pool3d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    """``torch.nn.functional.avg_pool3d``: see the module's docstring."""
+    return _avg_pool(
+        3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool1d``: see the module's docstring."""
+    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool2d``: see the module's docstring.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpool import torch as F
+      >>> F.lp_pool2d(jnp.array([[[3.0, 4.0], [0.0, 0.0]]]), 2, 2).tolist()
+      [[[5.0]]]
+    """
+    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool3d``: see the module's docstring."""
+    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool1d``: see the module's docstring."""
+    return _adaptive_max_pool(1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool2d``: see the module's docstring.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpool import torch as F
+      >>> y, i = F.adaptive_max_pool2d(jnp.arange(6.0).reshape(1, 2, 3), (1, None), True)
+      >>> y.tolist(), i.tolist()
+      ([[[3.0, 4.0, 5.0]]], [[[3, 4, 5]]])
+    """
+    return _adaptive_max_pool(2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool3d``: see the module's docstring."""
+    return _adaptive_max_pool(3, input, output_size, return_indices)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool1d``: see the module's docstring."""
+    return _adaptive_avg_pool(1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool2d``: see the module's docstring."""
+    return _adaptive_avg_pool(2, input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool3d``: see the module's docstring."""
+    return _adaptive_avg_pool(3, input, output_size)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``torch.nn.functional.max_unpool1d``: see the module's docstring."""
+    return _max_unpool(1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``torch.nn.functional.max_unpool2d``: see the module's docstring.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpool import torch as F
+      >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+      >>> y, i = F.max_pool2d(x, 2, return_indices=True)
+      >>> F.max_unpool2d(y, i, 2)[0, 0, :2].tolist()
+      [[0.0, 0.0, 0.0, 0.0], [0.0, 5.0, 0.0, 7.0]]
+    """
+    return _max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``torch.nn.functional.max_unpool3d``: see the module's docstring."""
+    return _max_unpool(3, input, indices, kernel_size, stride, padding, output_size)
 
 
 # PyTorch's name -> the function that binds it.
