@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jaxpool._src.interop import torch_fractional, torch_nn, torch_vision
 
-BINDERS = {**torch_nn.BINDERS, **torch_fractional.BINDERS, **torch_vision.BINDERS}
+
+def _merged(*tables: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
+    return {name: binder for table in tables for name, binder in table.items()}
+
+
+BINDERS = _merged(torch_nn.BINDERS, torch_fractional.BINDERS, torch_vision.BINDERS)
 
 # torch.nn.functional's names torchax meets in its function mode -> the front end's name.  A
 # function with `return_indices` reaches the mode under its `_with_indices` name when the flag
