@@ -1,0 +1,187 @@
+"""torchax runs a PyTorch module's pooling through jaxpool.torch after `register_torchax()`.
+
+The module pools as a ported network would, with the layers torchax has no lowering for
+(adaptive max pooling with indices, fractional max pooling, Lp pooling) beside unpooling and
+`divisor_override`; on the CPU its values, indices and input gradient under torchax equal
+eager PyTorch's.
+"""
+
+import sys
+import unittest.mock
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import jaxpool.torch
+from jaxpool._src.interop import torch as front_end
+
+
+class Net(torch.nn.Module):
+    def __init__(self, random_samples):
+        super().__init__()
+        self.adaptive = torch.nn.AdaptiveMaxPool2d((5, 4), return_indices=True)
+        self.lp = torch.nn.LPPool2d(2, 3, stride=2, ceil_mode=True)
+        self.fractional = torch.nn.FractionalMaxPool2d(3, output_size=(7, 6), return_indices=True)
+        # Fixed samples, as a buffer so that torchax moves them with the module.
+        del self.fractional._random_samples
+        self.fractional.register_buffer("_random_samples", random_samples)
+        self.pool = torch.nn.MaxPool2d(2, stride=2, return_indices=True)
+        self.unpool = torch.nn.MaxUnpool2d(2, stride=2)
+        self.avg = torch.nn.AvgPool2d(3, stride=2, padding=1, divisor_override=5)
+
+    def forward(self, x):
+        adaptive, adaptive_indices = self.adaptive(x)
+        fractional, fractional_indices = self.fractional(x)
+        pooled, pooled_indices = self.pool(x)
+        unpooled = self.unpool(pooled, pooled_indices, output_size=x.shape[-2:])
+        return (
+            adaptive,
+            adaptive_indices,
+            self.lp(x),
+            fractional,
+            fractional_indices,
+            unpooled,
+            self.avg(unpooled),
+        )
+
+
+# The front end's functions the module reaches.
+REACHED = [
+    "adaptive_max_pool2d",
+    "lp_pool2d",
+    "fractional_max_pool2d",
+    "max_pool2d",
+    "max_unpool2d",
+    "avg_pool2d",
+]
+
+
+@pytest.fixture(scope="module")
+def torchax():
+    jaxpool.torch.register_torchax()
+    import torchax
+
+    return torchax
+
+
+@pytest.fixture
+def net():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 13, 11, generator=gen)
+    samples = torch.rand(2, 3, 2, generator=gen)
+    return Net(samples), x, samples
+
+
+def _numpy(value):
+    return np.asarray(jax.device_get(value.jax() if hasattr(value, "jax") else value))
+
+
+def _assert_equal(got, expected):
+    if isinstance(expected, torch.Tensor):
+        got, expected = (got,), (expected,)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        g = _numpy(g)
+        e = e.detach().numpy()
+        assert g.shape == e.shape
+        if np.issubdtype(e.dtype, np.integer):
+            np.testing.assert_array_equal(g, e)
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+
+
+def _run(torchax, module, x):
+    with torchax.default_env():
+        return module.to("jax")(x.to("jax"))
+
+
+def test_module_equals_eager_pytorch(torchax, net):
+    module, x, _ = net
+    expected = module(x)
+    calls = []
+
+    def spy(name):
+        def called(*args, **kwargs):
+            calls.append(name)
+            return jaxpool.torch.__dict__[name](*args, **kwargs)
+
+        return called
+
+    with unittest.mock.patch.dict(front_end.BINDERS, {n: spy(n) for n in REACHED}):
+        got = _run(torchax, module, x)
+    assert sorted(set(calls)) == sorted(REACHED)
+    _assert_equal(got, expected)
+
+
+def test_gradient_equals_eager_pytorch(torchax, net):
+    module, x, _ = net
+    x = x.requires_grad_()
+    floating = [0, 2, 3, 5, 6]
+    expected = module(x)
+    sum(expected[i].sum() for i in floating).backward()
+
+    params, fn = torchax.extract_jax(module)
+
+    def loss(inputs):
+        outputs = fn(params, (inputs,))
+        return sum(outputs[i].sum() for i in floating)
+
+    got = jax.grad(loss)(jnp.asarray(x.detach().numpy()))
+    np.testing.assert_allclose(np.asarray(got), x.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# aten operators called directly (as a `torch.export`-ed program calls them), with their
+# schemas' conventions: lists, `stride=[]` for the kernel's, trailing defaults left out.
+ATEN_CASES = [
+    ("max_pool2d_with_indices", (2, 3, 9, 8), ([3, 2], [], [1, 0], [1, 2], True)),
+    ("max_pool3d_with_indices", (2, 5, 6, 7), ([2, 3, 2], [2, 1, 2])),
+    ("avg_pool2d", (2, 3, 9, 8), ([3, 2], [2, 2], [1, 1], True, False, 4)),
+    ("avg_pool2d", (3, 9, 8), ([3, 3],)),
+    ("avg_pool3d", (2, 2, 5, 6, 7), ([2, 3, 2], [], 1, False, True)),
+    ("adaptive_max_pool2d", (2, 3, 9, 8), ([4, 3],)),
+    ("adaptive_max_pool3d", (2, 2, 5, 6, 7), ([2, 4, 3],)),
+    ("_adaptive_avg_pool2d", (2, 3, 9, 8), ([4, 3],)),
+    ("_adaptive_avg_pool3d", (2, 5, 6, 7), ([2, 4, 3],)),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "args"), ATEN_CASES)
+def test_aten_operator_equals_pytorch(torchax, name, shape, args):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    operator = getattr(torch.ops.aten, name).default
+    expected = operator(x, *args)
+    with torchax.default_env():
+        got = operator(x.to("jax"), *args)
+    _assert_equal(got, expected)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_aten_fractional_max_pool_equals_pytorch(torchax, n):
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, *(11, 9, 8)[:n], generator=gen)
+    samples = torch.rand(2, 3, n, generator=gen)
+    operator = getattr(torch.ops.aten, f"fractional_max_pool{n}d").default
+    args = ([3, 2, 2][:n], [5, 4, 3][:n])
+    expected = operator(x, *args, samples)
+    with torchax.default_env():
+        got = operator(x.to("jax"), *args, samples.to("jax"))
+    _assert_equal(got, expected)
+
+
+def test_torchax_alone_has_no_fractional_max_pool(torchax, net):
+    # A fresh environment holds torchax's own lowerings only: this is jaxpool's.
+    _, x, samples = net
+    fresh = torchax.tensor.Environment()
+    with fresh, pytest.raises(torchax.tensor.OperatorNotFound):
+        torch.ops.aten.fractional_max_pool2d(x.to("jax"), [3, 3], [7, 6], samples.to("jax"))
+    operator = torchax.default_env()._ops[torch.ops.aten.fractional_max_pool2d.default]
+    assert operator.is_user_defined
+
+
+def test_missing_torchax_is_an_import_error():
+    with unittest.mock.patch.dict(sys.modules, {"torchax": None}):
+        with pytest.raises(ImportError, match="needs torchax"):
+            jaxpool.torch.register_torchax()
