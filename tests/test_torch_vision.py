@@ -123,28 +123,24 @@ def test_roi_align(x64):
         _, out, scale, ratio, aligned = config
         static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
         mode = "half_pixel_for_nn" if aligned else "asymmetric"
-        want = reference.roi_align(
-            x,
-            rows[:, 1:],
-            rows[:, 0].astype(int),
-            out,
-            spatial_scale=scale,
-            sampling_ratio=max(ratio, 0),
-            aligned_mode=mode,
-        )
+
+        def ref(a, rows=rows, out=out, scale=scale, ratio=ratio, mode=mode):
+            return reference.roi_align(
+                a,
+                rows[:, 1:],
+                rows[:, 0].astype(int),
+                out,
+                spatial_scale=scale,
+                sampling_ratio=max(ratio, 0),
+                aligned_mode=mode,
+            )
+
+        want = ref(x)
         rng = np.random.default_rng(cases)
         ct = rng.standard_normal(want.shape)
         y, g = value_and_vjp(tv.roi_align, x, ct, jnp.asarray(rows), **static)
         v = rng.standard_normal(x.shape)
-        jv = reference.roi_align(
-            v,
-            rows[:, 1:],
-            rows[:, 0].astype(int),
-            out,
-            spatial_scale=scale,
-            sampling_ratio=max(ratio, 0),
-            aligned_mode=mode,
-        )
+        jv = ref(v)
         worst.add(diff(y, want), adjoint_gap(jv, ct, v, g))
         if cases == 0:
             assert_same_for_a_list(tv.roi_align, x, ct, per_image, y, g, static)

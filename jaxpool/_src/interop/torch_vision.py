@@ -61,9 +61,9 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         dtype = jnp.result_type(*arrays)
         rois = jnp.concatenate([b.astype(dtype) for b in arrays])
         counts = [b.shape[0] for b in arrays]
-        batch = np.repeat(np.arange(len(arrays), dtype=np.int32), counts)
-        rows = jnp.concatenate([jnp.asarray(batch, dtype)[:, None], rois], axis=1)
-        return rois, jnp.asarray(batch), rows
+        positions = np.repeat(np.arange(len(arrays), dtype=np.int32), counts)
+        rows = jnp.concatenate([jnp.asarray(positions, dtype)[:, None], rois], axis=1)
+        return rois, jnp.asarray(positions), rows
     if isinstance(boxes, (str, bytes)) or not hasattr(boxes, "shape"):
         raise TypeError(f"`boxes` must be {_BOXES}, got {type(boxes).__name__}.")
     rows = jnp.asarray(boxes)
