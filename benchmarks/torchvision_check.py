@@ -8,12 +8,18 @@ itself where it imports (its CUDA kernels when a GPU is there, else its CPU kern
   ``"asymmetric"`` or ``"half_pixel_for_nn"``), fixed and adaptive sampling;
 * ``roi_pool`` against ``jaxpool.roi_pool``;
 * ``ps_roi_align`` against ``jaxpool.psroi_align``;
-* ``ps_roi_pool`` against ``jaxpool.psroi_pool(mode="average")``: PSROIPooling-1 rounds box
-  corners otherwise, so differences are expected and reported, not failed;
+* ``ps_roi_pool`` against ``jaxpool.torch.ps_roi_pool`` (``jaxpool.psroi_pool(rounding=
+  "torchvision")``): values agree; the gradient is its forward's adjoint, which torchvision's
+  backward kernels are not in bins that reach the map's last row or column (they clip the bins
+  to ``[0, H]``, their forward to ``[0, H - 1]``), so its difference is reported, not failed;
 * ``MultiScaleRoIAlign`` against ``jaxpool.multilevel_roi_align(level_rule="torchvision",
   aligned_mode="asymmetric")``;
-* ``tests/reference.py``'s ``roi_align``, ``ps_roi_align`` and ``multilevel_roi_align`` against
-  torchvision, so that the suite's oracle is checked too.
+* the ``jaxpool.torch`` binders ``roi_align``, ``roi_pool``, ``ps_roi_align`` and
+  ``multi_scale_roi_align`` (boxes as ``[K, 5]`` rows, or per image for the last; records
+  ``torch.*``) against the same torchvision calls;
+* ``tests/reference.py``'s ``roi_align``, ``ps_roi_align``, ``multilevel_roi_align``,
+  ``torchvision_roi_pool`` and ``torchvision_ps_roi_pool`` (with their backward kernels)
+  against torchvision, so that the suite's oracle is checked too.
 
 Boxes reach outside the map, are larger than it, or are empty.  Each op runs in float64 (where
 a difference above 1e-9 is a difference of rule) and float32 (to the rounding of the kernels'
@@ -47,8 +53,14 @@ jax.config.update("jax_enable_x64", True)
 import reference  # noqa: E402  (tests/reference.py)
 
 import jaxpool  # noqa: E402
+import jaxpool.torch  # noqa: E402
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+# Records whose differences are expected, reported but not failed.
+PS_ROI_POOL_GRADIENT = (
+    "ps_roi_pool gradient (torchvision's backward clips bins to H, its forward to H - 1)"
+)
+EXPECTED = (PS_ROI_POOL_GRADIENT,)
 # A case's (H, W) map, output size, spatial scale, sampling ratio, aligned.
 CONFIGS = [
     ((13, 17), (7, 7), 1.0, 2, True),
@@ -121,6 +133,10 @@ def _multilevel_finest(p2, coarser, rois, batch, **static):
     return jaxpool.multilevel_roi_align([p2, *coarser], rois, batch, **static)
 
 
+def _multi_scale_finest(p2, coarser, per_image, **static):
+    return jaxpool.torch.multi_scale_roi_align([p2, *coarser], per_image, **static)
+
+
 def cases(args: argparse.Namespace, channels: Callable[[tuple[int, int]], int]):
     """Per config and dtype, ``args.cases`` draws ``(config, dtype, x, boxes5)``, ``x`` with
     ``channels(output_size)`` channels."""
@@ -145,17 +161,30 @@ def check_roi_ops(args, tv, record) -> None:
         static = dict(spatial_scale=scale, sampling_ratio=ratio, aligned_mode=mode)
         y, g = ours(jaxpool.roi_align, x, ct, rois, batch, output_size=out, **static)
         ref = reference.roi_align(x, rois, batch, out, **static)
+        # torchvision's adaptive sampling is any ratio <= 0; the binder takes it as such.
+        tv_ratio = ratio if ratio > 0 else -1
+        kw = dict(output_size=out, spatial_scale=scale, sampling_ratio=tv_ratio, aligned=aligned)
+        by, bg = ours(jaxpool.torch.roi_align, x, ct, boxes5, **kw)
+        pool = dict(output_size=out, spatial_scale=scale)
+        py, pg = ours(jaxpool.roi_pool, x, ct, boxes5, **pool)
+        bpy, bpg = ours(jaxpool.torch.roi_pool, x, ct, boxes5, **pool)
+        pool_ref, argmax = reference.torchvision_roi_pool(x, boxes5, out, scale)
         if tv is None:
             record("roi_align", dtype, (y, ref), None)
+            record("torch.roi_align", dtype, (by, ref), None)
+            record("roi_pool", dtype, (py, pool_ref), None)
+            record("torch.roi_pool", dtype, (bpy, pool_ref), None)
             continue
-        kw = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
         ty, tg = tv(tv.ops.roi_align, x, ct, boxes5, **kw)
         record("roi_align", dtype, (y, ty), (g, tg))
+        record("torch.roi_align", dtype, (by, ty), (bg, tg))
         record("reference.roi_align", dtype, (ref, ty), None)
 
-        y, g = ours(jaxpool.roi_pool, x, ct, boxes5, output_size=out, spatial_scale=scale)
-        ty, tg = tv(tv.ops.roi_pool, x, ct, boxes5, output_size=out, spatial_scale=scale)
-        record("roi_pool", dtype, (y, ty), (g, tg))
+        ty, tg = tv(tv.ops.roi_pool, x, ct, boxes5, **pool)
+        record("roi_pool", dtype, (py, ty), (pg, tg))
+        record("torch.roi_pool", dtype, (bpy, ty), (bpg, tg))
+        pool_grad = reference.torchvision_roi_pool_backward(ct, boxes5, argmax, x.shape)
+        record("reference.torchvision_roi_pool", dtype, (pool_ref, ty), (pool_grad, tg))
 
 
 def check_ps_ops(args, tv, record) -> None:
@@ -168,20 +197,26 @@ def check_ps_ops(args, tv, record) -> None:
         static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio)
         y, g = ours(jaxpool.psroi_align, x, ct, rois, batch, **static)
         ref = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=ratio)
+        kw = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio if ratio > 0 else -1)
+        by, bg = ours(jaxpool.torch.ps_roi_align, x, ct, boxes5, **kw)
+        pool = dict(output_size=out, spatial_scale=scale)
+        py, pg = ours(jaxpool.torch.ps_roi_pool, x, ct, boxes5, **pool)
+        pool_ref = reference.torchvision_ps_roi_pool(x, boxes5, out, scale)
         if tv is None:
             record("ps_roi_align", dtype, (y, ref), None)
+            record("torch.ps_roi_align", dtype, (by, ref), None)
+            record("ps_roi_pool", dtype, (py, pool_ref), None)
             continue
-        kw = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio)
         ty, tg = tv(tv.ops.ps_roi_align, x, ct, boxes5, **kw)
         record("ps_roi_align", dtype, (y, ty), (g, tg))
+        record("torch.ps_roi_align", dtype, (by, ty), (bg, tg))
         record("reference.ps_roi_align", dtype, (ref, ty), None)
-        if out[0] != out[1]:
-            continue
 
-        static = dict(output_dim=depth, group_size=out[0], spatial_scale=scale)
-        y, g = ours(jaxpool.psroi_pool, x, ct, boxes5, **static)
-        ty, tg = tv(tv.ops.ps_roi_pool, x, ct, boxes5, output_size=out, spatial_scale=scale)
-        record("ps_roi_pool (PSROIPooling-1 rounding)", dtype, (y, ty), (g, tg))
+        ty, tg = tv(tv.ops.ps_roi_pool, x, ct, boxes5, **pool)
+        record("ps_roi_pool", dtype, (py, ty), None)
+        record(PS_ROI_POOL_GRADIENT, dtype, None, (pg, tg))
+        pool_grad = reference.torchvision_ps_roi_pool_backward(ct, boxes5, x.shape, out, scale)
+        record("reference.torchvision_ps_roi_pool", dtype, (pool_ref, ty), (pool_grad, tg))
 
 
 def check_multiscale(args, tv, record) -> None:
@@ -215,8 +250,19 @@ def check_multiscale(args, tv, record) -> None:
                 y, g = ours(
                     _multilevel_finest, levels[0], ct, levels[1:], rois, batch, output_size=7, **kw
                 )
+                by, bg = ours(
+                    _multi_scale_finest,
+                    levels[0],
+                    ct,
+                    levels[1:],
+                    per_image,
+                    image_shapes=(image, image),
+                    output_size=7,
+                    sampling_ratio=ratio if ratio > 0 else -1,
+                )
                 if tv is None:
                     record("multi_scale_roi_align", dtype, (y, ref), None)
+                    record("torch.multi_scale_roi_align", dtype, (by, ref), None)
                     continue
                 pooler = tv.ops.MultiScaleRoIAlign(["p2", "p3", "p4", "p5"], 7, ratio)
 
@@ -227,6 +273,7 @@ def check_multiscale(args, tv, record) -> None:
 
                 ty, tg = tv(run, levels[0], ct, per_image)
                 record("multi_scale_roi_align", dtype, (y, ty), (g, tg))
+                record("torch.multi_scale_roi_align", dtype, (by, ty), (bg, tg))
                 record("reference.multilevel_roi_align", dtype, (ref, ty), None)
 
 
@@ -271,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = [
         key
         for key, row in summary.items()
-        if row["cases_over_tolerance"] and "PSROIPooling-1" not in key
+        if row["cases_over_tolerance"] and not key.startswith(EXPECTED)
     ]
     print(
         f"\n| op / dtype | cases | max abs diff (values) | relative | max abs diff (grad) "

@@ -701,3 +701,197 @@ def roi_align_onnx_max(
                 y[r, :, i, j] = best
                 winners[r, :, i, j] = winner
     return y, winners
+
+
+# ------------------------------------------------------------------------------------------
+# torchvision's region ops, after its CPU kernels (``roi_pool_kernel.cpp``,
+# ``ps_roi_pool_kernel.cpp``) and ``MultiScaleRoIAlign``.  Boxes are ``[K, 5]`` rows
+# ``(batch_index, x_1, y_1, x_2, y_2)``; a batch index is truncated to an int, and one outside
+# ``[0, N)`` (where the kernels read out of bounds) gives zeros and no gradient.
+# ------------------------------------------------------------------------------------------
+
+
+def _round_half_away(v):
+    """C's ``round``: halves away from zero."""
+    whole = math.trunc(v)
+    return int(whole + math.copysign(1.0, v)) if abs(v - whole) >= 0.5 else int(whole)
+
+
+def _integer_bin(i, out, start, end, span_extra, top):
+    """Bin ``i`` of ``out`` over the whole elements from ``start``, which span ``max(end -
+    start + span_extra, 1)``: ``[floor(i * s), ceil((i + 1) * s))`` offset by ``start``, each
+    edge clipped to ``[0, top]`` (``s`` the span over ``out``)."""
+    size = max(end - start + span_extra, 1) / out
+    low = min(max(math.floor(i * size) + start, 0), top)
+    high = min(max(math.ceil((i + 1) * size) + start, 0), top)
+    return low, high
+
+
+def _scaled_corners(box, spatial_scale):
+    """``(x_1, y_1, x_2, y_2)`` times ``spatial_scale``, rounded as the kernels round."""
+    return [_round_half_away(float(v) * spatial_scale) for v in box[1:5]]
+
+
+def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
+    """torchvision's ``roi_pool``: ``(y, argmax)``, ``argmax`` the flat position ``h * W + w``
+    of each output's element in its plane, -1 where the bin is empty (its output is 0).
+
+    Corners ``round(v * spatial_scale)``; the box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin
+    edges clipped to ``[0, H]``; the maximum starts from ``-FLT_MAX`` and takes a strictly
+    larger element, so the first maximum in row-major order wins.
+    """
+    out_h, out_w = _pair(output_size)
+    n, channels, height, width = x.shape
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), channels, out_h, out_w), np.float64)
+    argmax = np.full(out.shape, -1, np.int64)
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        b = int(box[0])
+        if not 0 <= b < n:
+            continue
+        x1, y1, x2, y2 = _scaled_corners(box, spatial_scale)
+        for i, j in itertools.product(range(out_h), range(out_w)):
+            h0, h1 = _integer_bin(i, out_h, y1, y2, 1, height)
+            w0, w1 = _integer_bin(j, out_w, x1, x2, 1, width)
+            if h1 <= h0 or w1 <= w0:
+                continue
+            for c in range(channels):
+                best, at = -float(np.finfo(np.float32).max), -1
+                for h, w in itertools.product(range(h0, h1), range(w0, w1)):
+                    if wide[b, c, h, w] > best:
+                        best, at = wide[b, c, h, w], h * width + w
+                out[r, c, i, j], argmax[r, c, i, j] = best, at
+    return out.astype(x.dtype), argmax
+
+
+def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
+    """torchvision's ``roi_pool`` backward: each output's cotangent added at its ``argmax``."""
+    n, channels, height, width = x_shape
+    grad = np.zeros((n, channels, height * width), np.float64)
+    ct = np.asarray(ct, np.float64)
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        b = int(box[0])
+        if not 0 <= b < n:
+            continue
+        for c, i, j in itertools.product(range(channels), *map(range, ct.shape[2:])):
+            if argmax[r, c, i, j] >= 0:
+                grad[b, c, argmax[r, c, i, j]] += ct[r, c, i, j]
+    return grad.reshape(x_shape)
+
+
+def _ps_roi_pool_bins(box, spatial_scale, output_size, height, width, last):
+    """torchvision's ``ps_roi_pool`` bins of one box: ``{(i, j): (h0, h1, w0, w1)}``, each edge
+    clipped to ``[0, H - last]`` (``[0, W - last]``)."""
+    out_h, out_w = output_size
+    x1, y1, x2, y2 = _scaled_corners(box, spatial_scale)
+    bins = {}
+    for i, j in itertools.product(range(out_h), range(out_w)):
+        h0, h1 = _integer_bin(i, out_h, y1, y2, 0, height - last)
+        w0, w1 = _integer_bin(j, out_w, x1, x2, 0, width - last)
+        bins[i, j] = (h0, h1, w0, w1)
+    return bins
+
+
+def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
+    """torchvision's ``ps_roi_pool`` forward.
+
+    Corners ``round(v * spatial_scale)``; the box spans ``max(x_2 - x_1, 1)`` elements; bin
+    ``(i, j)`` of output channel ``c`` averages input channel ``(c * out_h + i) * out_w + j``
+    over ``[floor(i * s), ceil((i + 1) * s))`` offset by the start, each edge clipped to ``[0,
+    H - 1]`` (so the last row and column are never read); an empty bin gives 0.
+    """
+    out_h, out_w = _pair(output_size)
+    n, channels, height, width = x.shape
+    dim = channels // (out_h * out_w)
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        b = int(box[0])
+        if not 0 <= b < n:
+            continue
+        bins = _ps_roi_pool_bins(box, spatial_scale, (out_h, out_w), height, width, 1)
+        for (i, j), (h0, h1, w0, w1) in bins.items():
+            if h1 <= h0 or w1 <= w0:
+                continue
+            for c in range(dim):
+                out[r, c, i, j] = wide[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1].mean()
+    return out.astype(x.dtype)
+
+
+def torchvision_ps_roi_pool_backward(ct, rois, x_shape, output_size, spatial_scale=1.0, *, last=0):
+    """The gradient in ``x`` of ``sum(torchvision_ps_roi_pool(x, ...) * ct)``: each output's
+    cotangent spread evenly over its bin.
+
+    ``last=0`` is torchvision's backward kernels, whose bins are clipped to ``[0, H]`` (not to
+    ``[0, H - 1]`` as in the forward); ``last=1`` is the exact adjoint of the forward.
+    """
+    out_h, out_w = _pair(output_size)
+    n, channels, height, width = x_shape
+    dim = channels // (out_h * out_w)
+    grad = np.zeros(x_shape, np.float64)
+    ct = np.asarray(ct, np.float64)
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        b = int(box[0])
+        if not 0 <= b < n:
+            continue
+        bins = _ps_roi_pool_bins(box, spatial_scale, (out_h, out_w), height, width, last)
+        for (i, j), (h0, h1, w0, w1) in bins.items():
+            if h1 <= h0 or w1 <= w0:
+                continue
+            for c in range(dim):
+                area = (h1 - h0) * (w1 - w0)
+                grad[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1] += ct[r, c, i, j] / area
+    return grad
+
+
+def multi_scale_scales(feature_shapes, image_shapes):
+    """``MultiScaleRoIAlign``'s spatial scales: per feature map, ``2 ** round(log2(H_l /
+    H_image))`` (float32, halves to even, as ``torch.round``), ``H_image`` the largest image
+    height."""
+    top = max(h for h, _ in image_shapes)
+    return [
+        2.0 ** float(np.round(np.log2(np.float32(float(shape[-2]) / float(top)))))
+        for shape in feature_shapes
+    ]
+
+
+def multi_scale_roi_align(
+    features,
+    boxes,
+    image_shapes,
+    output_size,
+    sampling_ratio,
+    canonical_scale=224,
+    canonical_level=4,
+):
+    """``torchvision.ops.MultiScaleRoIAlign``'s forward on the maps it selects (finest first),
+    per-image ``[L_i, 4]`` boxes and the images' ``(height, width)``: one map pools every box
+    with ``roi_align``; several assign each box a level by the ``"torchvision"`` rule of
+    :func:`pyramid_levels` with the scales of :func:`multi_scale_scales`.  ``roi_align`` with
+    ``aligned=False``; a ``sampling_ratio`` of 0 or less is adaptive."""
+    scales = multi_scale_scales([f.shape for f in features], image_shapes)
+    rois = np.concatenate([np.asarray(b).reshape(-1, 4) for b in boxes])
+    batch = np.repeat(np.arange(len(boxes)), [len(b) for b in boxes])
+    ratio = max(int(sampling_ratio), 0)
+    if len(features) == 1:
+        return roi_align(
+            features[0],
+            rois,
+            batch,
+            output_size,
+            spatial_scale=scales[0],
+            sampling_ratio=ratio,
+            aligned_mode="asymmetric",
+        )
+    return multilevel_roi_align(
+        features,
+        rois,
+        batch,
+        output_size,
+        spatial_scales=scales,
+        sampling_ratio=ratio,
+        aligned_mode="asymmetric",
+        level_rule="torchvision",
+        canonical_size=canonical_scale,
+        canonical_level=canonical_level,
+    )

@@ -142,6 +142,7 @@ SIGNATURES = {
         ("spatial_scale", K, 1.0),
         ("mode", K, "average"),
         ("spatial_bins", K, 1),
+        ("rounding", K, "openvino"),
         ("data_format", K, "NCX"),
     ],
     "deformable_psroi_pool": [

@@ -13,6 +13,9 @@ from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
 MODES = ("average", "bilinear")
+# How ``mode="average"`` places a box's bins: OpenVINO PSROIPooling-1's rule, or torchvision's
+# ``ps_roi_pool`` kernels'.
+ROUNDINGS = ("openvino", "torchvision")
 
 
 @functools.partial(
@@ -23,6 +26,7 @@ MODES = ("average", "bilinear")
         "spatial_scale",
         "mode",
         "spatial_bins",
+        "rounding",
         "data_format",
     ),
 )
@@ -30,59 +34,71 @@ def _psroi_pool(
     x: jax.Array,
     rois: jax.Array,
     output_dim: int,
-    group_size: int,
+    group_size: tuple[int, int],
     spatial_scale: float,
     mode: str,
     spatial_bins: tuple[int, int],
+    rounding: str,
     data_format: str,
 ) -> jax.Array:
     n = x.shape[0]
-    shape = (group_size, group_size)
-    empty = roi_lib.nothing_read(n, rois.shape[0], output_dim, shape, x.dtype, data_format)
+    empty = roi_lib.nothing_read(n, rois.shape[0], output_dim, group_size, x.dtype, data_format)
     if empty is not None:
         return empty
     xt = roi_lib.channels_last(x, data_format)
     _, height, width, _ = xt.shape
-    gs = group_size
+    group_h, group_w = group_size
     dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
     boxes = rois.astype(dtype)
     batch_index = jnp.trunc(jax.lax.stop_gradient(boxes[:, 0]))
     batch, inside = roi_lib.batch_or_zero(batch_index, n)
-    inside = inside & roi_lib.listed(batch_index)
+    if rounding == "openvino":
+        inside = inside & roi_lib.listed(batch_index)
     if mode == "average":
-        # Channel (c_out * gs + i) * gs + j serves bin (i, j) of output channel c_out.
-        xg = xt.reshape(n, height, width, output_dim, gs, gs).transpose(0, 4, 5, 1, 2, 3)
+        # Channel (c_out * group_h + i) * group_w + j serves bin (i, j) of output channel c_out.
+        xg = xt.reshape(n, height, width, output_dim, group_h, group_w).transpose(0, 4, 5, 1, 2, 3)
         lows, highs, bounds = [], [], []
-        for first, last, length in ((2, 4, height), (1, 3, width)):
-            start = roi_lib.round_half_away(boxes[:, first]) * spatial_scale
-            end = roi_lib.round_half_away(boxes[:, last] + 1) * spatial_scale
-            # The runtime's floor on the box size, which also turns inverted boxes upright.
-            bin_size = roi_lib.divide(jnp.maximum(end - start, 0.1), gs)
+        for first, last, length, gs in ((2, 4, height, group_h), (1, 3, width, group_w)):
             i = np.arange(gs, dtype=dtype)
-            lo = jnp.floor(roi_lib.product(i, bin_size[:, None]) + start[:, None])
-            hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None]) + start[:, None])
-            lows.append(jax.lax.stop_gradient(jnp.clip(lo, 0, length)).astype(np.int32))
-            highs.append(jax.lax.stop_gradient(jnp.clip(hi, 0, length)).astype(np.int32))
+            if rounding == "openvino":
+                start = roi_lib.round_half_away(boxes[:, first]) * spatial_scale
+                end = roi_lib.round_half_away(boxes[:, last] + 1) * spatial_scale
+                # The runtime's floor on the box size, which also turns inverted boxes upright.
+                bin_size = roi_lib.divide(jnp.maximum(end - start, 0.1), gs)
+                lo = jnp.floor(roi_lib.product(i, bin_size[:, None]) + start[:, None])
+                hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None]) + start[:, None])
+                top = length
+            else:
+                # torchvision rounds the scaled corners to whole elements, spans at least one
+                # element, offsets the bins' integer edges by the start, and clips both edges
+                # to the last element (its forward kernels never read the last row or column).
+                start = roi_lib.round_half_away(boxes[:, first] * spatial_scale)
+                end = roi_lib.round_half_away(boxes[:, last] * spatial_scale)
+                bin_size = roi_lib.divide(jnp.maximum(end - start, 1), gs)
+                lo = jnp.floor(roi_lib.product(i, bin_size[:, None])) + start[:, None]
+                hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None])) + start[:, None]
+                top = length - 1
+            lows.append(jax.lax.stop_gradient(jnp.clip(lo, 0, top)).astype(np.int32))
+            highs.append(jax.lax.stop_gradient(jnp.clip(hi, 0, top)).astype(np.int32))
             bounds.append(roi_lib.bin_bound(length, gs))
         lengths = (height, width)
-        i = np.arange(gs, dtype=np.int32)
 
         def chunk_sum(offset_h: Any, offset_w: Any) -> jax.Array:
             """Each bin's sum over one chunk of ``bin_bound`` elements per axis."""
             index, valid = [], []
             for a, offset in enumerate((offset_h, offset_w)):
                 step = np.arange(bounds[a], dtype=np.int32)[None, None, :]
-                k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, gs, bound)
+                k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, group, bound)
                 valid.append(k < highs[a][:, :, None])
                 index.append(jnp.minimum(k, lengths[a] - 1))
             values = roi_lib.read(
                 xg,
                 batch[:, None, None, None, None],
-                i[:, None, None, None],
-                i[:, None],
+                np.arange(group_h, dtype=np.int32)[:, None, None, None],
+                np.arange(group_w, dtype=np.int32)[:, None],
                 index[0][:, :, :, None, None],
                 index[1][:, None, None],
-            )  # (R, gs, bound_h, gs, bound_w, output_dim)
+            )  # (R, group_h, bound_h, group_w, bound_w, output_dim)
             mask = (
                 valid[0][:, :, :, None, None]
                 & valid[1][:, None, None]
@@ -113,7 +129,10 @@ def _psroi_pool(
         # Channel (b_y * bins_x + b_x) * output_dim + c_out serves spatial bin (b_y, b_x).
         xg = xt.reshape(n, height, width, bins_y, bins_x, output_dim).transpose(0, 3, 4, 1, 2, 5)
         corners = []
-        for first, last, length, bins in ((2, 4, height, bins_y), (1, 3, width, bins_x)):
+        for first, last, length, bins, gs in (
+            (2, 4, height, bins_y, group_h),
+            (1, 3, width, bins_x, group_w),
+        ):
             start = boxes[:, first] * spatial_scale
             end = boxes[:, last] * spatial_scale
             bin_size = roi_lib.divide(end - start, bins)[:, None]
@@ -130,7 +149,7 @@ def _psroi_pool(
             else:
                 point = (0.5 * (bin_start + bin_end) * (length - 1))[:, :, None]
             ok = (point >= 0) & (point <= length - 1)
-            idx, weight = roi_lib.axis_corners(point, length)  # (R, bins, gs, 2)
+            idx, weight = roi_lib.axis_corners(point, length)  # (R, bins, group, 2)
             corners.append((idx, weight * ok[..., None].astype(dtype)))
         (y_index, y_weight), (x_index, x_weight) = corners
         y_weight = y_weight * inside[:, None, None, None].astype(dtype)
@@ -145,7 +164,7 @@ def _psroi_pool(
             y_weight[:, :, :, None, None],
             x_index[:, None, None],
             x_weight[:, None, None],
-        )  # (R, bins_y, gs, bins_x, gs, output_dim)
+        )  # (R, bins_y, group_h, bins_x, group_w, output_dim)
         pooled = values.sum((1, 3)) / np.asarray(bins_y * bins_x, dtype)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
@@ -154,38 +173,51 @@ def psroi_pool(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,
     output_dim: int,
-    group_size: int,
+    group_size: Any,
     *,
     spatial_scale: float = 1.0,
     mode: str = "average",
     spatial_bins: Any = 1,
+    rounding: str = "openvino",
     data_format: str = "NCX",
 ) -> jax.Array:
     """Position-sensitive region of interest pooling as OpenVINO PSROIPooling-1.
 
     Box ``r`` is ``rois[r] = (batch_index, x_1, y_1, x_2, y_2)``; the batch index is truncated
     to an integer, and one outside ``[0, N)`` gives zeros for that box; as in the runtime, a
-    batch index of -1 ends the list of boxes (it and every later box give zeros).  The output has
-    ``output_dim`` channels and ``group_size x group_size`` bins.
+    batch index of -1 ends the list of boxes (it and every later box give zeros; not with
+    ``rounding="torchvision"``, where it gives zeros for its own box only).  The output has
+    ``output_dim`` channels and ``group_h x group_w`` bins (``group_size``, an int or a pair;
+    PSROIPooling-1 has square groups).
 
-    ``mode="average"`` (``C = output_dim * group_size**2``): the box spans ``y_1' = round(y_1) *
-    spatial_scale`` to ``round(y_2 + 1) * spatial_scale`` (rounding halves away from zero), and
-    its size is at least 0.1 (the runtime's rule, which also makes an inverted box a thin one
-    at ``y_1'``); with ``b_h`` a bin's height, bin ``(i, j)`` of output channel ``c`` averages
-    input channel ``(c * group_size + i) * group_size + j`` over the elements ``[floor(y_1' + i
-    * b_h), ceil(y_1' + (i + 1) * b_h))`` (and likewise for columns), clipped to the map; a bin
-    with no element gives 0.  Every element of a bin counts, also for boxes larger than the
-    map: a bin is read in chunks of ``ceil((H + 1) / group_size) + 1`` rows (and likewise
-    columns), one chunk for every bin of a box no larger than the map plus one element, and the
-    further chunks only where some bin needs them.
+    ``mode="average"`` (``C = output_dim * group_h * group_w``): bin ``(i, j)`` of output channel
+    ``c`` averages input channel ``(c * group_h + i) * group_w + j`` over its elements; a bin
+    with no element gives 0.  ``rounding`` places the bins:
+
+    * ``"openvino"`` (PSROIPooling-1): the box spans ``y_1' = round(y_1) * spatial_scale`` to
+      ``round(y_2 + 1) * spatial_scale`` (rounding halves away from zero), and its size is at
+      least 0.1 (the runtime's rule, which also makes an inverted box a thin one at ``y_1'``);
+      with ``b_h`` a bin's height, bin ``i`` covers the rows ``[floor(y_1' + i * b_h),
+      ceil(y_1' + (i + 1) * b_h))`` (and likewise for columns), clipped to ``[0, H]``;
+    * ``"torchvision"`` (torchvision's ``ps_roi_pool``): the box spans the whole elements
+      ``y_1' = round(y_1 * spatial_scale)`` to ``y_2' = round(y_2 * spatial_scale)``, ``h =
+      max(y_2' - y_1', 1)`` rows, and bin ``i`` covers rows ``y_1' + [floor(i * h / group_h),
+      ceil((i + 1) * h / group_h))``, clipped to ``[0, H - 1]``: as torchvision's forward kernels
+      (CPU and CUDA) clip, so that the last row and column of the map are never read.  The
+      derivative is this forward's adjoint; torchvision's backward kernels clip to ``[0, H]``
+      instead, so their gradient differs from it in bins that reach the last row or column.
+
+    A bin longer than one chunk of ``ceil((H + 1) / group_h) + 1`` rows (or the same for
+    columns; a box no larger than the map plus one element never has one) is read in a loop
+    over further chunks, which runs only where some bin needs it.
 
     ``mode="bilinear"`` (``C = output_dim * bins_y * bins_x``): the corners times
     ``spatial_scale`` are normalised to ``[0, 1]``; the box splits into ``bins_y x bins_x``
     spatial bins, and output bin ``(i, j)`` of channel ``c`` is the mean over the spatial bins
     ``(u, v)`` of one bilinear sample of input channel ``(u * bins_x + v) * output_dim + c`` at
-    row ``i * b_h * (H - 1) / (group_size - 1) + y_u * (H - 1)`` (``y_u`` the spatial bin's top
-    edge, ``b_h`` its height; its centre when ``group_size == 1``), and likewise for columns.  A
-    sample outside ``[0, H - 1] x [0, W - 1]`` adds 0.
+    row ``i * b_h * (H - 1) / (group_h - 1) + y_u * (H - 1)`` (``y_u`` the spatial bin's top
+    edge, ``b_h`` its height; its centre when ``group_h == 1``), and likewise for columns.  A
+    sample outside ``[0, H - 1] x [0, W - 1]`` adds 0.  ``rounding`` must be ``"openvino"``.
 
     Derivatives: in ``x``, the exact adjoint of the averages and samples; in ``rois``, through
     the bilinear weights (``"bilinear"`` only; ``"average"`` is piecewise constant in the
@@ -200,15 +232,16 @@ def psroi_pool(
       x: features ``[N, C, H, W]`` (``NCX``) or ``[N, H, W, C]`` (``NXC``), a floating dtype.
       rois: ``[R, 5]``, floating: ``(batch_index, x_1, y_1, x_2, y_2)``.
       output_dim: output channels.
-      group_size: bins per axis of the output.
+      group_size: bins per axis of the output, ``group_h`` and ``group_w``: an int or a pair.
       spatial_scale: the factor from image pixels to feature-map pixels.
       mode: ``"average"`` or ``"bilinear"``.
       spatial_bins: ``bins_y`` and ``bins_x`` (``"bilinear"`` only), an int or a pair.
+      rounding: ``"openvino"`` or ``"torchvision"`` (``"average"`` only).
       data_format: ``"NCX"`` or ``"NXC"``.
 
     Returns:
-      ``[R, output_dim, group_size, group_size]`` (``NCX``) or ``[R, group_size, group_size,
-      output_dim]`` (``NXC``), with the dtype of ``x``.
+      ``[R, output_dim, group_h, group_w]`` (``NCX``) or ``[R, group_h, group_w, output_dim]``
+      (``NXC``), with the dtype of ``x``.
 
     Example:
       >>> import jax.numpy as jnp, jaxpool
@@ -216,31 +249,35 @@ def psroi_pool(
       >>> rois = jnp.array([[0.0, 0.0, 0.0, 3.0, 3.0]])
       >>> jaxpool.psroi_pool(x, rois, 1, 2)[0, 0].tolist()
       [[2.5, 20.5], [42.5, 60.5]]
+      >>> jaxpool.psroi_pool(x, rois, 1, 2, rounding="torchvision")[0, 0].tolist()
+      [[2.5, 19.5], [38.5, 55.5]]
     """
     x = jnp.asarray(x)
     rois = jnp.asarray(rois)
     _, channels, _, _ = roi_lib.check_features(x, data_format)
     roi_lib.check_rois(rois, 5, "(batch_index, x_1, y_1, x_2, y_2)")
     dim = window_lib.static_int("output_dim", output_dim)
-    gs = window_lib.static_int("group_size", group_size)
     if dim < 1:
         raise ValueError(f"`output_dim` (={output_dim!r}) must be positive.")
-    if gs < 1:
-        raise ValueError(f"`group_size` (={group_size!r}) must be positive.")
+    group = window_lib.per_axis("group_size", group_size, 2, 1, what="output axis")
     scale = roi_lib.static_float("spatial_scale", spatial_scale)
     window_lib.choice("mode", mode, MODES)
+    window_lib.choice("rounding", rounding, ROUNDINGS)
     bins = window_lib.per_axis("spatial_bins", spatial_bins, 2, 1, what="spatial axis")
     if mode == "average":
         bins = (1, 1)
-        if channels != dim * gs * gs:
+        if channels != dim * group[0] * group[1]:
             raise ValueError(
-                f"`x` has {channels} channels; mode 'average' needs `output_dim` * "
-                f"`group_size`**2 = {dim} * {gs}**2 = {dim * gs * gs}."
+                f"`x` has {channels} channels; mode 'average' needs `output_dim` * group_h * "
+                f"group_w = {dim} * {group[0]} * {group[1]} = {dim * group[0] * group[1]} "
+                f"(`group_size`={group_size!r})."
             )
+    elif rounding != "openvino":
+        raise ValueError(f"`rounding` (={rounding!r}) must be 'openvino' in mode 'bilinear'.")
     elif channels != dim * bins[0] * bins[1]:
         raise ValueError(
             f"`x` has {channels} channels; mode 'bilinear' needs `output_dim` * bins_y * bins_x "
             f"= {dim} * {bins[0]} * {bins[1]} = {dim * bins[0] * bins[1]} (`spatial_bins`="
             f"{spatial_bins!r})."
         )
-    return _psroi_pool(x, rois, dim, gs, scale, mode, bins, data_format)
+    return _psroi_pool(x, rois, dim, group, scale, mode, bins, rounding, data_format)

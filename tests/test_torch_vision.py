@@ -1,0 +1,385 @@
+"""``jaxpool.torch``'s torchvision region ops against ``tests/reference.py``'s torchvision
+kernels: values and feature gradients on random boxes (inside the map, across its border,
+outside it, larger than it, empty and inverted), both box formats, under ``jit`` and eagerly;
+and the core ``psroi_pool``'s ``rounding="torchvision"`` that ``ps_roi_pool`` binds.
+
+Values and gradients are compared in float64.  The linear ops (``roi_align``, ``ps_roi_align``,
+``ps_roi_pool``, ``multi_scale_roi_align``) are checked through the adjoint identity ``<J v, w>
+= <v, J^T w>``, with the reference computing ``J v``; ``roi_pool``'s and ``ps_roi_pool``'s
+gradients are also compared element by element with the reference's backward kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference
+
+import jaxpool
+import jaxpool.torch as tv
+
+# Compilation dominates the time of these tests: each static configuration compiles once and
+# serves several random draws.
+# roi_align's and ps_roi_align's cases: (H, W) map, output size, spatial scale, sampling ratio
+# (-1 and 0 adaptive), aligned.
+ALIGN_CONFIGS = [
+    ((7, 9), (2, 2), 1.0, -1, False),
+    ((7, 9), (3, 2), 0.5, 2, True),
+    ((6, 5), 3, 0.625, 0, True),
+]
+# roi_pool's and ps_roi_pool's: (H, W) map, output size, spatial scale.
+POOL_CONFIGS = [
+    ((7, 9), (2, 2), 1.0),
+    ((8, 6), (1, 4), 0.25),
+    ((9, 7), (2, 3), 0.625),
+]
+DRAWS = 4  # random draws per config
+BOXES = 6  # boxes per draw
+BATCH = 2
+
+
+def random_boxes(rng: np.random.Generator, k: int, height: float, width: float) -> np.ndarray:
+    """``[k, 4]`` boxes in image pixels: inside, across the border, outside, larger than the
+    image, one empty and one inverted."""
+    x1 = rng.uniform(-0.4, 1.1, k) * width
+    y1 = rng.uniform(-0.4, 1.1, k) * height
+    w = rng.uniform(0.0, 1.6, k) * width
+    h = rng.uniform(0.0, 1.6, k) * height
+    w[0] = 0.0
+    h[1] *= -0.2
+    return np.stack([x1, y1, x1 + w, y1 + h], 1)
+
+
+def draws(seed: int, configs, channels):
+    """Per config, ``DRAWS`` cases ``(config, x, rows, per_image)``: ``x`` float64 with
+    ``channels(output_size)`` channels, ``rows`` the ``[K, 5]`` boxes (sorted by image) and
+    ``per_image`` the same boxes as a list of ``[L_i, 4]`` arrays."""
+    rng = np.random.default_rng(seed)
+    for config in configs:
+        (height, width), out, scale = config[:3]
+        for _ in range(DRAWS):
+            x = rng.standard_normal((BATCH, channels(reference._pair(out)), height, width))
+            boxes = random_boxes(rng, BOXES, height / scale, width / scale)
+            batch = np.sort(rng.integers(0, BATCH, BOXES))
+            rows = np.concatenate([batch[:, None].astype(np.float64), boxes], 1)
+            per_image = [boxes[batch == i] for i in range(BATCH)]
+            yield config, x, rows, per_image
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _value_and_vjp(fn, static, x, ct, boxes):
+    y, vjp = jax.vjp(lambda v: fn(v, boxes, **dict(static)), x)
+    return y, vjp(ct)[0]
+
+
+def value_and_vjp(fn, x, ct, boxes, **static):
+    """``fn(x, boxes, **static)`` and the gradient in ``x`` of ``sum(y * ct)``, under ``jit``
+    with the boxes as operands (one compilation per static arguments and shapes)."""
+    y, g = _value_and_vjp(fn, tuple(static.items()), jnp.asarray(x), jnp.asarray(ct), boxes)
+    return np.asarray(y), np.asarray(g)
+
+
+def adjoint_gap(jv: np.ndarray, w: np.ndarray, v: np.ndarray, jtw: np.ndarray) -> float:
+    """``|<J v, w> - <v, J^T w>|``, relative to the size of the terms."""
+    a, b = float(jv.ravel() @ w.ravel()), float(v.ravel() @ jtw.ravel())
+    return abs(a - b) / (1.0 + abs(a))
+
+
+class Worst:
+    """The largest differences seen, per function (reported by the tests' asserts)."""
+
+    def __init__(self) -> None:
+        self.value = self.grad = 0.0
+
+    def add(self, value: float = 0.0, grad: float = 0.0) -> None:
+        self.value, self.grad = max(self.value, value), max(self.grad, grad)
+
+
+def assert_same_for_a_list(fn, x, ct, per_image, y, g, static):
+    """The boxes as a list of ``[L_i, 4]`` arrays give what their ``[K, 5]`` rows gave (checked
+    for ``roi_align``, which takes boxes and batch indices apart, and ``ps_roi_pool``, which
+    takes rows: the two ways the binders pass boxes on)."""
+    y_list, g_list = value_and_vjp(fn, x, ct, [jnp.asarray(b) for b in per_image], **static)
+    np.testing.assert_array_equal(y_list, y)
+    np.testing.assert_array_equal(g_list, g)
+
+
+def diff(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0))
+
+
+# --------------------------------------------------------------------------------------------
+# roi_align and ps_roi_align.
+# --------------------------------------------------------------------------------------------
+
+
+def test_roi_align(x64):
+    worst, cases = Worst(), 0
+    for config, x, rows, per_image in draws(0, ALIGN_CONFIGS, lambda out: 3):
+        _, out, scale, ratio, aligned = config
+        static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
+        mode = "half_pixel_for_nn" if aligned else "asymmetric"
+
+        def ref(a, rows=rows, out=out, scale=scale, ratio=ratio, mode=mode):
+            return reference.roi_align(
+                a,
+                rows[:, 1:],
+                rows[:, 0].astype(int),
+                out,
+                spatial_scale=scale,
+                sampling_ratio=max(ratio, 0),
+                aligned_mode=mode,
+            )
+
+        want = ref(x)
+        rng = np.random.default_rng(cases)
+        ct = rng.standard_normal(want.shape)
+        y, g = value_and_vjp(tv.roi_align, x, ct, jnp.asarray(rows), **static)
+        v = rng.standard_normal(x.shape)
+        jv = ref(v)
+        worst.add(diff(y, want), adjoint_gap(jv, ct, v, g))
+        if cases == 0:
+            assert_same_for_a_list(tv.roi_align, x, ct, per_image, y, g, static)
+        cases += 1
+    assert cases == len(ALIGN_CONFIGS) * DRAWS
+    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
+
+
+def test_ps_roi_align(x64):
+    worst, cases = Worst(), 0
+    for config, x, rows, _ in draws(1, ALIGN_CONFIGS, lambda out: 2 * out[0] * out[1]):
+        _, out, scale, ratio, _ = config
+        static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio)
+        batch = rows[:, 0].astype(int)
+
+        def ref(a, rows=rows, batch=batch, out=out, scale=scale, ratio=ratio):
+            return reference.ps_roi_align(
+                a,
+                rows[:, 1:],
+                batch,
+                reference._pair(out),
+                spatial_scale=scale,
+                sampling_ratio=max(ratio, 0),
+            )
+
+        want = ref(x)
+        rng = np.random.default_rng(cases)
+        ct = rng.standard_normal(want.shape)
+        y, g = value_and_vjp(tv.ps_roi_align, x, ct, jnp.asarray(rows), **static)
+        v = rng.standard_normal(x.shape)
+        worst.add(diff(y, want), adjoint_gap(ref(v), ct, v, g))
+        cases += 1
+    assert cases == len(ALIGN_CONFIGS) * DRAWS
+    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
+
+
+# --------------------------------------------------------------------------------------------
+# roi_pool and ps_roi_pool.
+# --------------------------------------------------------------------------------------------
+
+
+def test_roi_pool(x64):
+    worst, cases = Worst(), 0
+    for config, x, rows, _ in draws(2, POOL_CONFIGS, lambda out: 3):
+        _, out, scale = config
+        want, argmax = reference.torchvision_roi_pool(x, rows, out, scale)
+        ct = np.random.default_rng(cases).standard_normal(want.shape)
+        grad = reference.torchvision_roi_pool_backward(ct, rows, argmax, x.shape)
+        static = dict(output_size=out, spatial_scale=scale)
+        y, g = value_and_vjp(tv.roi_pool, x, ct, jnp.asarray(rows), **static)
+        worst.add(diff(y, want), diff(g, grad))
+        cases += 1
+    assert cases == len(POOL_CONFIGS) * DRAWS
+    assert worst.value == 0 and worst.grad < 1e-12, vars(worst)
+
+
+def test_ps_roi_pool(x64):
+    """Values, and the gradient: the forward's adjoint (torchvision's backward kernels differ
+    from it in bins that reach the map's last row or column; see the next test)."""
+    worst, cases = Worst(), 0
+    for config, x, rows, per_image in draws(3, POOL_CONFIGS, lambda out: 2 * out[0] * out[1]):
+        _, out, scale = config
+        want = reference.torchvision_ps_roi_pool(x, rows, out, scale)
+        ct = np.random.default_rng(cases).standard_normal(want.shape)
+        adjoint = reference.torchvision_ps_roi_pool_backward(ct, rows, x.shape, out, scale, last=1)
+        static = dict(output_size=out, spatial_scale=scale)
+        y, g = value_and_vjp(tv.ps_roi_pool, x, ct, jnp.asarray(rows), **static)
+        worst.add(diff(y, want), diff(g, adjoint))
+        if cases == 0:
+            assert_same_for_a_list(tv.ps_roi_pool, x, ct, per_image, y, g, static)
+        cases += 1
+    assert cases == len(POOL_CONFIGS) * DRAWS
+    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
+
+
+def test_ps_roi_pool_gradient_where_torchvision_backward_agrees(x64):
+    """Boxes that end before the last row and column: torchvision's backward kernels and the
+    adjoint of its forward (this gradient) agree."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 12, 9, 10))
+    low = rng.uniform(-2.0, 4.0, (8, 2))
+    high = np.minimum(low + rng.uniform(0.0, 5.0, (8, 2)), 7.4)
+    rows = np.concatenate([rng.integers(0, 2, (8, 1)), low, high], 1)
+    ct = rng.standard_normal((8, 2, 2, 3))
+    y, g = value_and_vjp(tv.ps_roi_pool, x, ct, jnp.asarray(rows), output_size=(2, 3))
+    np.testing.assert_allclose(y, reference.torchvision_ps_roi_pool(x, rows, (2, 3)), atol=1e-12)
+    want = reference.torchvision_ps_roi_pool_backward(ct, rows, x.shape, (2, 3))
+    np.testing.assert_allclose(g, want, atol=1e-12)
+
+
+def test_ps_roi_pool_never_reads_the_last_row_and_column():
+    """torchvision's forward clips every bin to ``[0, H - 1]``."""
+    x = jnp.zeros((1, 1, 4, 5)).at[0, 0, 3, :].set(1.0).at[0, 0, :, 4].set(1.0)
+    y = tv.ps_roi_pool(x, jnp.array([[0.0, 0.0, 0.0, 9.0, 9.0]]), 1)
+    assert y.tolist() == [[[[0.0]]]]
+
+
+def test_roi_pool_bins_of_boxes_larger_than_the_map(x64):
+    """Bins longer than one chunk are read whole."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 20, 24))
+    rows = np.array([[0.0, -30.0, -25.0, 60.0, 55.0], [0.0, 2.0, 1.0, 23.0, 19.0]])
+    want, _ = reference.torchvision_roi_pool(x, rows, 1)
+    np.testing.assert_array_equal(tv.roi_pool(x, rows, 1), want)
+    want = reference.torchvision_ps_roi_pool(np.tile(x, (1, 2, 1, 1)), rows, (2, 1))
+    np.testing.assert_allclose(tv.ps_roi_pool(np.tile(x, (1, 2, 1, 1)), rows, (2, 1)), want)
+
+
+# --------------------------------------------------------------------------------------------
+# The core option: psroi_pool(rounding="torchvision").
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("group_size", [2, (3, 2)])
+def test_psroi_pool_torchvision_rounding(group_size, data_format, x64):
+    gh, gw = reference._pair(group_size)
+    rng = np.random.default_rng(gh * 10 + gw)
+    x = rng.standard_normal((2, 3 * gh * gw, 8, 7))
+    rows = np.concatenate([rng.integers(0, 2, (9, 1)), random_boxes(rng, 9, 16, 14)], 1)
+    want = reference.torchvision_ps_roi_pool(x, rows, (gh, gw), 0.5)
+    xin = x if data_format == "NCX" else x.transpose(0, 2, 3, 1)
+    y = jaxpool.psroi_pool(
+        xin, rows, 3, group_size, spatial_scale=0.5, rounding="torchvision", data_format=data_format
+    )
+    y = np.asarray(y if data_format == "NCX" else y.transpose(0, 3, 1, 2))
+    np.testing.assert_allclose(y, want, atol=1e-12)
+
+
+def test_psroi_pool_torchvision_rounding_batch_index_minus_one_ends_nothing(x64):
+    """OpenVINO's -1, which ends the list of boxes, is not torchvision's: it zeroes its own box."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 4, 6, 6))
+    rows = np.array([[-1.0, 0.0, 0.0, 4.0, 4.0], [0.0, 1.0, 0.0, 5.0, 3.0]])
+    y = jaxpool.psroi_pool(x, rows, 1, 2, rounding="torchvision")
+    np.testing.assert_allclose(y, reference.torchvision_ps_roi_pool(x, rows, 2), atol=1e-12)
+    assert not np.any(np.asarray(y[0])) and np.all(np.asarray(y[1]) != 0)
+
+
+def test_psroi_pool_float32():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    rows = np.concatenate([rng.integers(0, 2, (6, 1)), random_boxes(rng, 6, 18, 18)], 1)
+    rows = rows.astype(np.float32)
+    want = reference.torchvision_ps_roi_pool(x, rows, 2, 0.5)
+    y = tv.ps_roi_pool(x, rows, 2, 0.5)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, want, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# multi_scale_roi_align.
+# --------------------------------------------------------------------------------------------
+
+# Per case: the image shapes, the maps' (H, W) (finest first), the output size, the sampling
+# ratio, the canonical scale and level.
+PYRAMIDS = [
+    ([(64, 80), (60, 72)], [(16, 20), (8, 10), (4, 5)], 3, 2, 224, 4),
+    ([(64, 80), (64, 64)], [(16, 20), (8, 10)], (2, 3), -1, 32, 3),
+    ([(40, 40), (30, 36)], [(10, 10)], 2, 0, 224, 4),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PYRAMIDS)))
+def test_multi_scale_roi_align(case, x64):
+    images, sizes, out, ratio, canonical_scale, canonical_level = PYRAMIDS[case]
+    rng = np.random.default_rng(case)
+    static = dict(output_size=out, sampling_ratio=ratio, canonical_level=canonical_level)
+    static.update(canonical_scale=canonical_scale)
+
+    def ref(maps, boxes):
+        return reference.multi_scale_roi_align(maps, boxes, images, **static)
+
+    @jax.jit
+    def value_and_grads(maps, boxes, ct):
+        y, vjp = jax.vjp(lambda ms: tv.multi_scale_roi_align(ms, boxes, images, **static), maps)
+        return y, vjp(ct)[0]
+
+    for draw in range(DRAWS):
+        maps = [rng.standard_normal((2, 3, h, w)) for h, w in sizes]
+        side = np.exp(rng.uniform(np.log(2.0), np.log(100.0), (2, 4)))
+        corner = rng.uniform(-10, 60, (2, 4, 2))
+        boxes = [
+            np.concatenate([c, c + np.stack([s, s * 0.8], 1)], 1) for c, s in zip(corner, side)
+        ]
+        boxes[0][0, 2] = boxes[0][0, 0] - 1.0  # negative area: no level (several maps)
+        want = ref(maps, boxes)
+        ct = rng.standard_normal(want.shape)
+        y, grads = value_and_grads(maps, boxes, ct)
+        np.testing.assert_allclose(y, want, atol=1e-12)
+        v = [rng.standard_normal(m.shape) for m in maps]
+        a = float(ref(v, boxes).ravel() @ ct.ravel())
+        b = sum(float(vi.ravel() @ np.asarray(gi).ravel()) for vi, gi in zip(v, grads))
+        assert abs(a - b) / (1 + abs(a)) < 1e-12
+        if draw == 0:
+            eager = tv.multi_scale_roi_align(maps, boxes, images, **static)
+            np.testing.assert_allclose(eager, y, atol=1e-12)
+
+
+def test_multi_scale_scales_follow_the_largest_image_height():
+    """Scales from the heights (``2 ** round(log2(H_l / H))``), the widths not entering: maps of
+    heights 25 and 12 under images 100 high are 1/4 and 1/8."""
+    assert reference.multi_scale_scales(
+        [(1, 1, 25, 40), (1, 1, 12, 20)], [(100, 30), (90, 160)]
+    ) == [
+        0.25,
+        0.125,
+    ]
+    maps = [jnp.ones((2, 1, 25, 40)), 2 * jnp.ones((2, 1, 12, 20))]
+    # Areas of 8 x 8 and 150 x 90 pixels: levels 2 and 3 (the 1/4 and 1/8 maps).
+    boxes = [jnp.array([[0.0, 0.0, 8.0, 8.0]]), jnp.array([[0.0, 0.0, 150.0, 90.0]])]
+    y = tv.multi_scale_roi_align(maps, boxes, [(100, 30), (90, 160)], 1, 2)
+    assert y[:, 0, 0, 0].tolist() == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------------------------
+# Transforms and shapes.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool"])
+def test_jit_equals_eager_and_batch_indices_outside(name, jit_mode):
+    """jit equals eager; a batch index outside ``[0, N)`` (-1, N, far outside) gives zeros."""
+    fn = getattr(tv, name)
+    rng = np.random.default_rng(8)
+    x = jnp.asarray(rng.standard_normal((2, 8, 7, 6)), jnp.float32)
+    boxes = np.concatenate(
+        [[[1.0, 2.0, 10.0, 9.0], [-3.0, 0.5, 6.0, 12.0]], random_boxes(rng, 3, 14, 12)]
+    )
+    batch = np.array([[0.0], [1.0], [-1.0], [2.0], [1e10]])
+    rows = jnp.asarray(np.concatenate([batch, boxes], 1), jnp.float32)
+    want = fn(x, rows, 2, 0.5)
+    np.testing.assert_array_equal(jit_mode(lambda a, r: fn(a, r, 2, 0.5), x, rows), want)
+    assert not np.any(np.asarray(want[2:])) and np.any(np.asarray(want[:2]))
+
+
+@pytest.mark.parametrize("name", ["roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool"])
+def test_no_boxes(name):
+    x = jnp.ones((2, 4, 5, 5))
+    for boxes in (jnp.zeros((0, 5)), [jnp.zeros((0, 4)), jnp.zeros((0, 4))]):
+        y = getattr(tv, name)(x, boxes, 2)
+        assert y.shape == (0, 1 if name.startswith("ps") else 4, 2, 2)
