@@ -27,7 +27,7 @@ step() {  # step NAME LIMIT COMMAND...: run, append to OUT/log.txt, report the e
 }
 "$python" -c 'import jax, torch; print("jax", jax.__version__, jax.devices(), "torch", torch.__version__)'
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
-step torchvision "${TV_LIMIT:-110}" "$python" benchmarks/torchvision_check.py --cases 3 \
+step torchvision "${TV_LIMIT:-150}" "$python" benchmarks/torchvision_check.py --cases 2 \
   --json "$out/torchvision.json"
 common=(--scale "$scale" --reps 5 --warmup 1 --compiles 1)
 step resnet "${RESNET_LIMIT:-70}" "$python" benchmarks/training.py "${common[@]}" \
