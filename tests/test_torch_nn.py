@@ -34,7 +34,7 @@ NAMES = [
     )
     for nd in (1, 2, 3)
 ]
-CASES = 10  # random cases per function
+CASES = 6  # random cases per function
 
 
 def _torch(name, *args, **kwargs):
