@@ -85,12 +85,11 @@ def _psroi_pool(
 
         def chunk_sum(offset_h: Any, offset_w: Any) -> jax.Array:
             """Each bin's sum over one chunk of ``bin_bound`` elements per axis."""
-            index, valid = [], []
-            for a, offset in enumerate((offset_h, offset_w)):
-                step = np.arange(bounds[a], dtype=np.int32)[None, None, :]
-                k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, group, bound)
-                valid.append(k < highs[a][:, :, None])
-                index.append(jnp.minimum(k, lengths[a] - 1))
+            (index_h, valid_h), (index_w, valid_w) = (
+                roi_lib.bin_chunk(lows[a], highs[a], offset, bounds[a], lengths[a])
+                for a, offset in enumerate((offset_h, offset_w))
+            )
+            index, valid = (index_h, index_w), (valid_h, valid_w)
             values = roi_lib.read(
                 xg,
                 batch[:, None, None, None, None],

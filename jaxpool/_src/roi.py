@@ -496,6 +496,17 @@ def bin_bound(length: int, out: int) -> int:
     return max(1, min(length, -(-(length + 1) // out) + 1))
 
 
+def bin_chunk(
+    low: jax.Array, high: jax.Array, offset: Any, bound: int, length: int
+) -> tuple[jax.Array, jax.Array]:
+    """Chunk ``offset`` of the integer bins ``[low, high)`` (``(R, out)``, clipped to the map):
+    the positions ``low + offset * bound + [0, bound)`` clipped to ``[0, length)``, and which of
+    them lie in their bin, each ``(R, out, bound)``.  Chunk 0 holds every bin of
+    :func:`bin_bound`'s boxes; a longer bin continues in the further chunks."""
+    k = low[:, :, None] + offset * bound + np.arange(bound, dtype=np.int32)[None, None, :]
+    return jnp.minimum(k, length - 1), k < high[:, :, None]
+
+
 # --------------------------------------------------------------------------------------------
 # ROIAlign's samples along one axis, and the static bounds programs are built for.
 # --------------------------------------------------------------------------------------------

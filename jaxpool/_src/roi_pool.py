@@ -57,12 +57,11 @@ def _max_bins(
     def chunk(offset_h: jax.Array, offset_w: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Each bin's largest value in one chunk and its flat position ``h * W + w`` (an
         element outside the bin is ``-inf`` at position ``unread``)."""
-        index, valid = [], []
-        for a, offset in enumerate((offset_h, offset_w)):
-            step = np.arange(bounds[a], dtype=np.int32)[None, None, :]
-            k = lows[a][:, :, None] + offset * bounds[a] + step  # (R, out, bound)
-            valid.append(k < highs[a][:, :, None])
-            index.append(jnp.minimum(k, length[a] - 1))
+        (index_h, valid_h), (index_w, valid_w) = (
+            roi_lib.bin_chunk(lows[a], highs[a], offset, bounds[a], length[a])
+            for a, offset in enumerate((offset_h, offset_w))
+        )
+        index, valid = (index_h, index_w), (valid_h, valid_w)
         # Elements on the grid (R, oh, bound_h, ow, bound_w, C).
         values = roi_lib.read(
             fixed,
