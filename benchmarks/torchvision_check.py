@@ -313,28 +313,36 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(worst, rel)
         row["cases_over_tolerance"] += worst > TOLERANCE[dtype]
 
+    def report() -> list[str]:
+        """Prints the table and writes the JSON of the ops checked so far; returns the failed."""
+        failed = [
+            key
+            for key, row in summary.items()
+            if row["cases_over_tolerance"] and not key.startswith(EXPECTED)
+        ]
+        print(
+            f"\n| op / dtype | cases | max abs diff (values) | relative | max abs diff (grad) "
+            f"| relative | cases over {TOLERANCE} |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for key, r in summary.items():
+            print(
+                f"| {key} | {r['cases']} | {r['value_abs']:.3g} | {r['value_rel']:.3g} | "
+                f"{r['grad_abs']:.3g} | {r['grad_rel']:.3g} | {r['cases_over_tolerance']} |",
+                flush=True,
+            )
+        if args.json:
+            meta = {"jax": jax.__version__, "device": jax.devices()[0].device_kind, "oracle": where}
+            with open(args.json, "w") as f:
+                json.dump({"meta": meta, "tolerance": TOLERANCE, "ops": summary}, f, indent=1)
+        return failed
+
+    # The results so far are reported after each part, so that a run stopped by a time limit
+    # keeps what it checked.
     for part in (check_roi_ops, check_ps_ops, check_multiscale):
         part(args, tv, record)
-    failed = [
-        key
-        for key, row in summary.items()
-        if row["cases_over_tolerance"] and not key.startswith(EXPECTED)
-    ]
-    print(
-        f"\n| op / dtype | cases | max abs diff (values) | relative | max abs diff (grad) "
-        f"| relative | cases over {TOLERANCE} |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for key, r in summary.items():
-        print(
-            f"| {key} | {r['cases']} | {r['value_abs']:.3g} | {r['value_rel']:.3g} | "
-            f"{r['grad_abs']:.3g} | {r['grad_rel']:.3g} | {r['cases_over_tolerance']} |"
-        )
+        failed = report()
     print("\nFAILED: " + ", ".join(failed) if failed else "\nevery op agrees")
-    if args.json:
-        meta = {"jax": jax.__version__, "device": jax.devices()[0].device_kind, "oracle": where}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "tolerance": TOLERANCE, "ops": summary}, f, indent=1)
     return 1 if failed else 0
 
 

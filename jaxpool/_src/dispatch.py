@@ -25,6 +25,7 @@ from jax import lax
 
 from jaxpool._src.cpu import adaptive as cpu_adaptive
 from jaxpool._src.cpu import avg_pool as cpu_avg_pool
+from jaxpool._src.cpu import layout as cpu_layout
 from jaxpool._src.cpu import max_pool as cpu_max_pool
 
 PROGRAMS = ("portable", "cpu")
@@ -39,6 +40,10 @@ CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
     "adaptive_max_pool": cpu_adaptive.max_program,
     "adaptive_max_pool_argmax": cpu_adaptive.argmax_program,
     "adaptive_avg_pool": cpu_adaptive.sum_program,
+    # The ROI family's layout changes around its channels-last reads.
+    "channels_last": lambda x: cpu_layout.channels_last,
+    "from_channels_last": lambda y: cpu_layout.from_channels_last,
+    "row_major": lambda a: cpu_layout.as_stored,
 }
 
 # The ops whose floating outputs are elements of their input ``x`` (the first argument), the

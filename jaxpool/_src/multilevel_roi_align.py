@@ -83,6 +83,8 @@ def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, 
 
     row = jnp.concatenate([padded(f, below, f.shape[2]) for f in maps[1:]], axis=2)
     whole = jnp.concatenate([padded(maps[0], heights[0], width), padded(row, below, width)], 1)
+    if data_format == "NCX":
+        whole = roi_lib.stored_row_major(whole)
     return whole, np.array(origin, np.int32)
 
 

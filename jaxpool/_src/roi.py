@@ -27,7 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental.layout import Layout, with_layout_constraint
 
+from jaxpool._src import dispatch
 from jaxpool._src import window as window_lib
 
 
@@ -134,46 +136,35 @@ def product(a: Any, b: Any) -> jax.Array:
 
 
 def channels_last(x: jax.Array, data_format: str) -> jax.Array:
-    """``x`` as ``[N, H, W, C]``.
-
-    An NCX input is transposed into a buffer of its own (:func:`_written`): XLA fuses a
-    plain transpose into every read that consumes it, and each read then gathers a channel
-    vector with a stride of ``H * W`` elements, several times slower on a CPU.
-    """
+    """``x`` as ``[N, H, W, C]``, stored so: a transpose, or on a CPU its program in
+    :mod:`jaxpool._src.cpu.layout`."""
     if data_format == "NXC":
         return x
-    n, c, h, w = x.shape
-    if n > 1:
-        return _written(lambda image: jnp.moveaxis(image, 0, -1), x)
-    # One image: its two halves of rows, stacked again, keep the channels contiguous.
-    even = h + h % 2
-    halves = jnp.pad(x[0], ((0, 0), (0, even - h), (0, 0))).reshape(c, 2, even // 2, w)
-    rows = lax.map(lambda half: jnp.moveaxis(half, 0, -1), jnp.moveaxis(halves, 1, 0))
-    return rows.reshape(1, even, w, c)[:, :h]
+    return dispatch.run("channels_last", lambda a: row_major(jnp.moveaxis(a, 1, -1)), x)
 
 
 def from_channels_last(y: jax.Array, data_format: str) -> jax.Array:
-    """``[R, ..., C]`` to the output layout: ``[R, C, ...]`` for NCX, written out apart
-    (:func:`_written`) so that XLA does not fuse the pooling into the transpose's loop order,
-    where every read would fetch one channel of a sample."""
+    """``[R, ..., C]`` to the output layout: ``[R, C, ...]`` for NCX, transposed from a
+    channels-last array stored so."""
     if data_format == "NXC":
         return y
-    if y.shape[0] < 2:
-        return jnp.moveaxis(y, -1, 1)
-    return _written(lambda part: jnp.moveaxis(part, -1, 0), y)
+    return dispatch.run("from_channels_last", lambda a: jnp.moveaxis(row_major(a), -1, 1), y)
 
 
-def _written(f: Callable[[jax.Array], jax.Array], a: jax.Array) -> jax.Array:
-    """``f`` (a transposition of the axes after the first) applied to ``a`` as a loop of its
-    own: ``lax.map`` over two halves of the first axis where it is even, else over its
-    entries.  A loop's output is always written to memory, so XLA cannot fuse the
-    transposition into the consumers (nor its producer into it)."""
-    lead = a.shape[0]
-    if lead % 2:
-        return lax.map(f, a)
-    halves = a.reshape(2, lead // 2, *a.shape[1:])
-    done = lax.map(jax.vmap(f), halves)
-    return done.reshape(lead, *done.shape[2:])
+def row_major(a: jax.Array) -> jax.Array:
+    """``a`` stored in row-major order.  XLA's GPU layout assignment would otherwise make a
+    transpose next to the gathers a change of their operand's (or result's) layout, so that
+    every gather of a channel vector reads it with a stride of ``H * W`` elements.
+
+    XLA's partitioner does not partition the constraint: under a sharded ``jit`` it gathers
+    the shards first.  A CPU, whose programs keep their layouts, goes without it
+    (:func:`stored_row_major`)."""
+    return with_layout_constraint(a, Layout(tuple(range(a.ndim))))
+
+
+def stored_row_major(a: jax.Array) -> jax.Array:
+    """:func:`row_major` but on a CPU, where ``a`` is returned as it is."""
+    return dispatch.run("row_major", row_major, a)
 
 
 def nothing_read(
