@@ -46,6 +46,8 @@ as are unknown operations and domains.
 """
 
 from jaxpool._src.interop.onnx import Node as Node
+from jaxpool._src.interop.onnx import export as export
 from jaxpool._src.interop.onnx import node as node
+from jaxpool._src.interop.onnx import register_export as register_export
 
-__all__ = ["Node", "node"]
+__all__ = ["Node", "export", "node", "register_export"]
