@@ -102,6 +102,16 @@ def roundtrip(fn, *args, rtol=0.0, nodes=None):
     return types
 
 
+def _both_layouts(pool):
+    """``pool(x, data_format)`` of an NCX input and of another, NXC input, in one model."""
+    return lambda x, x_nxc: (pool(x, "NCX"), pool(x_nxc, "NXC"))
+
+
+def _inputs(shape, **kwargs):
+    """An NCX input and a different NXC one, for :func:`_both_layouts`."""
+    return _x(shape, **kwargs), _x(shape, data_format="NXC", seed=1, **kwargs)
+
+
 def _x(shape, dtype=np.float32, seed=0, data_format="NCX"):
     rng = np.random.default_rng(seed)
     if data_format == "NXC":
@@ -140,18 +150,16 @@ MAX_POOL_CASES = {
 }
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("case", MAX_POOL_CASES, ids=str)
-def test_max_pool(case, data_format):
+def test_max_pool(case):
     shape, attrs, axis = MAX_POOL_CASES[case]
-    x = _x(shape, data_format=data_format)
 
-    def fn(x):
+    def pool(x, data_format):
         return jaxpool.max_pool(x, **attrs, data_format=data_format, return_indices=True, axis=axis)
 
-    types = roundtrip(fn, x)
-    assert types.count("MaxPool") == 1
-    assert types.count("Transpose") == (3 if data_format == "NXC" else 0)
+    types = roundtrip(_both_layouts(pool), *_inputs(shape))
+    assert types.count("MaxPool") == 2
+    assert types.count("Transpose") == 3  # into NCX, and the values and indices back
 
 
 def test_max_pool_values_only_is_one_node():
@@ -224,13 +232,12 @@ AVG_POOL_CASES = {
 }
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("case", AVG_POOL_CASES, ids=str)
-def test_avg_pool(case, data_format):
+def test_avg_pool(case):
     shape, attrs = AVG_POOL_CASES[case]
-    x = _x(shape, data_format=data_format)
-    types = roundtrip(lambda x: jaxpool.avg_pool(x, **attrs, data_format=data_format), x, rtol=1e-6)
-    assert types.count("AveragePool") == 1
+    pool = lambda x, data_format: jaxpool.avg_pool(x, **attrs, data_format=data_format)  # noqa: E731
+    types = roundtrip(_both_layouts(pool), *_inputs(shape), rtol=1e-6)
+    assert types.count("AveragePool") == 2
 
 
 def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
@@ -279,13 +286,12 @@ LP_POOL_CASES = {
 }
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("case", LP_POOL_CASES, ids=str)
-def test_lp_pool(case, data_format):
+def test_lp_pool(case):
     shape, attrs = LP_POOL_CASES[case]
-    x = _x(shape, data_format=data_format)
-    types = roundtrip(lambda x: jaxpool.lp_pool(x, **attrs, data_format=data_format), x, rtol=1e-5)
-    assert types.count("LpPool") == 1
+    pool = lambda x, data_format: jaxpool.lp_pool(x, **attrs, data_format=data_format)  # noqa: E731
+    types = roundtrip(_both_layouts(pool), *_inputs(shape), rtol=1e-5)
+    assert types.count("LpPool") == 2
 
 
 def test_lp_pool_over_the_whole_input():
@@ -307,27 +313,19 @@ ADAPTIVE_CASES = {
 }
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("case", ADAPTIVE_CASES, ids=str)
-def test_adaptive_max_pool(case, data_format):
+def test_adaptive_pools(case):
     shape, output_size = ADAPTIVE_CASES[case]
-    x = np.round(_x(shape, data_format=data_format))  # ties
-    roundtrip(lambda x: jaxpool.adaptive_max_pool(x, output_size, data_format=data_format), x)
-    roundtrip(
-        lambda x: jaxpool.adaptive_max_pool(
-            x, output_size, data_format=data_format, return_indices=True
-        ),
-        x,
-    )
 
+    def pool(x, data_format):
+        return (
+            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format),
+            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format, return_indices=True),
+            jaxpool.adaptive_avg_pool(x, output_size, data_format=data_format),
+        )
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-@pytest.mark.parametrize("case", ADAPTIVE_CASES, ids=str)
-def test_adaptive_avg_pool(case, data_format):
-    shape, output_size = ADAPTIVE_CASES[case]
-    x = _x(shape, data_format=data_format)
-    fn = lambda x: jaxpool.adaptive_avg_pool(x, output_size, data_format=data_format)  # noqa: E731
-    roundtrip(fn, x, rtol=1e-6)
+    x, x_nxc = (np.round(a * 2) / 2 for a in _inputs(shape))  # ties
+    roundtrip(_both_layouts(pool), x, x_nxc, rtol=1e-6)
 
 
 def test_adaptive_nodes():
@@ -356,22 +354,27 @@ def test_adaptive_infinities_and_integers():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("axis", [0, 1, 2])
-@pytest.mark.parametrize("combine", ["max", "sum"])
-def test_max_unpool(combine, axis, data_format):
-    x = _x((2, 2, 5, 7), data_format=data_format)
-    y, indices = jaxpool.max_pool(
-        x, 3, 2, 0, 1, data_format=data_format, return_indices=True, axis=axis
-    )
+def test_max_unpool(axis):
+    x, nxc = _inputs((2, 2, 5, 7))
+    pooled = [
+        jaxpool.max_pool(a, 3, 2, 0, 1, data_format=f, return_indices=True, axis=axis)
+        for a, f in ((x, "NCX"), (nxc, "NXC"))
+    ]
 
-    def fn(y, indices):
-        return jaxpool.max_unpool(
-            y, indices, x.shape, axis=axis, combine=combine, data_format=data_format
-        )
+    def fn(y, indices, y_nxc, indices_nxc):
+        return [
+            jaxpool.max_unpool(a, i, shape, axis=axis, combine=combine, data_format=f)
+            for a, i, shape, f in (
+                (y, indices, x.shape, "NCX"),
+                (y_nxc, indices_nxc, nxc.shape, "NXC"),
+            )
+            for combine in ("max", "sum")
+        ]
 
-    types = roundtrip(fn, np.asarray(y), np.asarray(indices), rtol=1e-6)
-    assert ("MaxUnpool" in types) == (combine == "max")
+    args = [np.asarray(a) for pair in pooled for a in pair]
+    types = roundtrip(fn, *args, rtol=1e-6)
+    assert types.count("MaxUnpool") == 2 and types.count("ScatterElements") == 2
 
 
 def test_max_unpool_repeated_positions_sum():
@@ -391,16 +394,24 @@ ROIS = np.array(
 )
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-def test_roi_pool(data_format):
-    x = _x((2, 3, 8, 9), data_format=data_format)
-    fn = lambda x, r: jaxpool.roi_pool(x, r, (2, 3), spatial_scale=0.9, data_format=data_format)  # noqa: E731
-    assert roundtrip(fn, x, ROIS).count("MaxRoiPool") == 1
+def test_roi_pool():
+    pool = lambda x, data_format: jaxpool.roi_pool(  # noqa: E731
+        x, ROIS, (2, 3), spatial_scale=0.9, data_format=data_format
+    )
+    assert roundtrip(_both_layouts(pool), *_inputs((2, 3, 8, 9))).count("MaxRoiPool") == 2
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-@pytest.mark.parametrize("aligned_mode", ["asymmetric", "half_pixel_for_nn", "half_pixel"])
-@pytest.mark.parametrize("sampling_ratio", [0, 2])
+# Adaptive sampling (sampling_ratio=0) traces several programs: one case of it.
+ROI_ALIGN_CASES = [
+    (0, "asymmetric", "NCX"),
+    (2, "asymmetric", "NXC"),
+    (2, "half_pixel_for_nn", "NCX"),
+    (2, "half_pixel", "NCX"),
+    (3, "half_pixel", "NXC"),
+]
+
+
+@pytest.mark.parametrize("sampling_ratio, aligned_mode, data_format", ROI_ALIGN_CASES)
 def test_roi_align(sampling_ratio, aligned_mode, data_format):
     x = _x((2, 3, 8, 9), data_format=data_format)
     rois, batch_indices = ROIS[:, 1:], ROIS[:, 0].astype(np.int32)
@@ -480,6 +491,11 @@ REFUSALS = [
         lambda x: jaxpool.lp_pool(x, 2, p=1.5),
         (X,),
         r"lp_pool .*: `p` \(=1.5\) is not an integer, and LpPool's `p` is an int",
+    ),
+    (
+        lambda y, i: jaxpool.max_unpool(y, i, (1, 4, 6, 6), axis=2, combine="torch"),
+        (X, X.astype(np.int32)),
+        r"max_unpool .*: `combine` \(='torch'\): ONNX leaves which of the values at a repeated",
     ),
     (
         lambda x, r: jaxpool.roi_pool(x, r, 2, method="bilinear"),

@@ -105,7 +105,8 @@ TABLE: tuple[Row, ...] = (
         "MaxUnpool (combine='max'); ScatterElements (combine='sum')",
         "MaxUnpool with output_shape, kernel_shape/strides/pads chosen so that its inferred "
         "shape is output_shape; indices of axis 1 or 2 get their planes' offsets (Add); "
-        "combine='sum': ScatterElements with reduction='add' over the flat output",
+        "combine='sum': ScatterElements with reduction='add' over the flat output; refused: "
+        "combine='torch' (ONNX leaves the winner of a repeated index undefined)",
     ),
     Row(
         "roi_pool",
@@ -739,6 +740,11 @@ def _plan_max_unpool(call: Call) -> Emit:
     # that readers which scatter into the inferred shape (ONNX's reference) agree.
     kernel = [max(1, o - i + 1) for i, o in zip(y_ncx[2:], out_ncx[2:])]
     pads_end = [max(0, i - o) for i, o in zip(y_ncx[2:], out_ncx[2:])]
+    if p["combine"] not in ("max", "sum"):
+        raise call.refuse(
+            f"`combine` (={p['combine']!r}): ONNX leaves which of the values at a repeated "
+            "index wins undefined"
+        )
     if p["combine"] == "max" and dtype.kind != "f":
         raise call.refuse(f"`y` of dtype {dtype}: MaxUnpool takes floating types only")
 
@@ -991,8 +997,14 @@ def _eval_shape(export: Export, structs: Sequence[Any], params: dict[str, Any]) 
     """The op's results' shapes and dtypes, from the op itself.  Its jitted programs are
     inlined (``disable_jit``) rather than traced into jit's caches, where programs traced
     during an export would outlive it."""
-    with _unpatched(), jax.disable_jit():
-        return jax.eval_shape(lambda *o: _evaluate(export, o, params), *structs)
+    key = (export.fn, tuple(structs), tuple(sorted(params.items())))
+    if key not in _SHAPES:  # the exporter and the primitive's abstract evaluation ask alike
+        with _unpatched(), jax.disable_jit():
+            _SHAPES[key] = jax.eval_shape(lambda *o: _evaluate(export, o, params), *structs)
+    return _SHAPES[key]
+
+
+_SHAPES: dict[Any, Any] = {}
 
 
 def _shapes(tree: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
