@@ -1,6 +1,10 @@
-"""ONNX pooling nodes as jaxpool callables.
+"""ONNX pooling nodes as jaxpool callables, and jaxpool's ops exported as ONNX nodes.
 
-This module only turns a node's attributes into arguments: it reads an ONNX ``NodeProto``
+Reading (:func:`node`) needs no ``onnx`` package; exporting (:func:`export`,
+:func:`register_export`) needs jax2onnx (``pip install "jaxpool[export]"``), imported on
+first use.
+
+Reading.  This module only turns a node's attributes into arguments: it reads an ONNX ``NodeProto``
 through its fields (``op_type``, ``domain``, ``attribute``, ``input``, ``output``) and binds
 them to a jaxpool function.  It does not import the ``onnx`` package, which is needed only to
 build a node (``onnx.helper.make_node``) or to read a model.  The nodes and their calls:
@@ -43,9 +47,50 @@ ONNX's semantics, where they are not jaxpool's defaults:
 
 Attributes the node does not define for its operation are refused with a ``ValueError``,
 as are unknown operations and domains.
+
+Exporting.  :func:`export` (or ``jax2onnx.to_onnx`` after :func:`register_export`) turns each
+call of a jaxpool op into its node, with the attributes the reading above maps back to the
+same call, so an exported node read by :func:`node` computes the op again:
+
+* ``max_pool``: ``MaxPool`` (``Indices`` with ``return_indices``; ``axis`` > 0 takes them
+  modulo the counted dimensions with ``Mod``); ``avg_pool``: ``AveragePool``
+  (``count_include_pad=1`` where pads are in force and ``exclude_pad=False``); ``lp_pool``:
+  ``LpPool`` (an integer ``p``).  Pads are explicit (``auto_pad`` resolved); ``ceil_mode=1``
+  stands for ``rounding_type`` ``"ceil"``/``"ceil_torch"`` where it gives the same windows,
+  and where ``avg_pool``'s divisor is the whole kernel past ``pads_end``, the end pads grow to
+  hold those windows instead.
+* ``adaptive_max_pool``/``adaptive_avg_pool``: ``GlobalMaxPool``/``GlobalAveragePool`` to an
+  output of 1, ``MaxPool``/``AveragePool`` where the bins of every axis are one sliding
+  window, and otherwise, per axis, a ``Gather`` of each bin's elements reduced by
+  ``ReduceMax`` (indices: ``ArgMax``, whose first maximum is the tie rule) or summed
+  (``Where`` masks a shorter bin's repeats) and divided by the bin sizes.
+* ``max_unpool``: ``MaxUnpool`` with its ``output_shape`` input for ``combine="max"`` (its
+  attributes chosen so that the shape it infers is ``output_shape``), ``ScatterElements``
+  with ``reduction="add"`` for ``combine="sum"``; indices of ``axis`` 1 or 2 get their
+  planes' offsets added.
+* ``roi_pool(method="max")``: ``MaxRoiPool``; ``roi_align(mode="avg")``: ``RoiAlign`` with
+  ``coordinate_transformation_mode`` ``"half_pixel"`` (``aligned_mode="half_pixel_for_nn"``,
+  and ``"half_pixel"`` with the boxes shifted by 0.5) or ``"output_half_pixel"``
+  (``"asymmetric"``), ``batch_indices`` cast to int64.  A ``RoiAlign`` node with
+  ``mode="max"`` read by :func:`node` exports as itself.
+* NXC inputs are transposed to NCX before the node and back after it; types a node lacks are
+  cast to one that holds every value (``MaxPool`` of int16/int32/bfloat16 in float32 or
+  float64, averages of 16-bit floats in float32 as jaxpool accumulates them, of int8/uint8 in
+  float32 followed by ``Round``).
+
+Refused with a ``ValueError`` that names the op and what ONNX lacks: ``roi_align_rotated``,
+``psroi_pool``, ``psroi_align``, ``deformable_psroi_pool``, ``multilevel_roi_align``,
+``fractional_max_pool`` (no ONNX node); ``roi_align(mode="max")`` (ONNX's max is another
+reduction); ``roi_pool(method="bilinear")``; ``avg_pool``'s ``divisor_override``; a
+non-integer ``p``; ``max_unpool(combine="torch")``; windows holding no input element, and
+pads as large as the kernel (ONNX Runtime refuses both); types with no exact ONNX
+counterpart (int64 maxima, averages of integers wider than 8 bits).  ONNX Runtime's
+``MaxPool`` skips NaN where jaxpool propagates it.
 """
 
 from jaxpool._src.interop.onnx import Node as Node
+from jaxpool._src.interop.onnx import export as export
 from jaxpool._src.interop.onnx import node as node
+from jaxpool._src.interop.onnx import register_export as register_export
 
-__all__ = ["Node", "node"]
+__all__ = ["Node", "export", "node", "register_export"]

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -157,6 +158,7 @@ def _check_offsets(offsets: jax.Array, num_rois: int, dim: int, part_size: int |
     return shape[2]
 
 
+@exporting.exportable
 def deformable_psroi_pool(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

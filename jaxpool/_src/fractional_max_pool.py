@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import exporting
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 
@@ -188,6 +189,7 @@ def _fractional_max_pool(
     )
 
 
+@exporting.exportable
 def fractional_max_pool(
     x: jax.typing.ArrayLike,
     kernel: Any,

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.roi_align import MODES
@@ -167,6 +168,7 @@ def _check_scales(spatial_scales: Any, levels_given: int) -> tuple[float, ...]:
     return scales
 
 
+@exporting.exportable
 def multilevel_roi_align(
     features: Sequence[jax.typing.ArrayLike],
     rois: jax.typing.ArrayLike,

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -36,6 +37,7 @@ def _psroi_align(
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
+@exporting.exportable
 def psroi_align(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -168,6 +169,7 @@ def _psroi_pool(
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
 
+@exporting.exportable
 def psroi_pool(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

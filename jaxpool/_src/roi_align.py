@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -34,6 +35,7 @@ def _roi_align(
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
+@exporting.exportable
 def roi_align(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,
@@ -117,6 +119,7 @@ def roi_align(
     )
 
 
+@exporting.exportable
 def roi_align_any_mode(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

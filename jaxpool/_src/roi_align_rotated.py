@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -90,6 +91,7 @@ def _roi_align_rotated(
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
 
+@exporting.exportable
 def roi_align_rotated(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import exporting
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 
@@ -186,6 +187,7 @@ def _max_unpool(
     return out.reshape(shape)
 
 
+@exporting.exportable
 def max_unpool(
     y: jax.typing.ArrayLike,
     indices: jax.typing.ArrayLike,

@@ -365,3 +365,76 @@ def _attributes(node: Any, op_type: str) -> dict[str, Any]:
             text = attribute.s
             values[name] = text.decode() if isinstance(text, bytes) else str(text)
     return values
+
+
+# --------------------------------------------------------------------------------------------
+# The way back: jaxpool's ops as ONNX nodes, through jax2onnx (imported on first use).
+# --------------------------------------------------------------------------------------------
+
+
+def register_export() -> None:
+    """Registers jaxpool's ops with jax2onnx, so that ``jax2onnx.to_onnx`` exports each call of
+    a jaxpool op as its ONNX node (or composition), as :func:`export` does.
+
+    Needs the ``jax2onnx`` package (``pip install "jaxpool[export]"``).  Registering twice
+    does nothing more.
+
+    Raises:
+      ImportError: where jax2onnx is not installed.
+    """
+    from jaxpool._src.interop import onnx_export
+
+    onnx_export.register()
+
+
+def export(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    opset: int = 21,
+    path: Any = None,
+    **jax2onnx_kwargs: Any,
+) -> Any:
+    """Exports ``fn``, a JAX function (or Flax NNX / Equinox model) calling jaxpool's ops, to an
+    ONNX model through jax2onnx.
+
+    Every call of a jaxpool op becomes its ONNX node with its attributes mapped exactly
+    (``max_pool`` -> ``MaxPool`` with ``Indices``, ``avg_pool`` -> ``AveragePool``, ``lp_pool``
+    -> ``LpPool``, global adaptive pools -> ``GlobalMaxPool``/``GlobalAveragePool``,
+    ``max_unpool`` -> ``MaxUnpool``, ``roi_pool`` -> ``MaxRoiPool``, ``roi_align`` ->
+    ``RoiAlign``), or the smallest exact composition of nodes where it has none (adaptive
+    bins that are not one sliding window, index conventions and types the node lacks); NXC
+    inputs are transposed to NCX around the node.  What ONNX cannot express (the ROI ops
+    without an ONNX node, attributes without an ONNX counterpart) is refused with a
+    ``ValueError`` naming the op and the attribute.  The rest of ``fn`` is jax2onnx's.  The
+    module docstring of :mod:`jaxpool.onnx` lists each op's export.
+
+    Args:
+      fn: the function to export; its arguments are arrays.
+      *example_args: one array (or anything with ``shape`` and ``dtype``, such as a
+        ``jax.ShapeDtypeStruct``) per argument of ``fn``: the shapes and dtypes of the model's
+        inputs.
+      opset: the default domain's opset of the model: by default 21, the newest whose
+        pooling nodes ONNX Runtime implements every one of (it has no kernel for RoiAlign-22,
+        MaxRoiPool-22 and GlobalLpPool-22); AveragePool's ``dilations`` need 19, RoiAlign's
+        half-pixel modes 16.
+      path: where to save the model as well (a path or file name), or ``None``.
+      **jax2onnx_kwargs: passed to ``jax2onnx.to_onnx`` (``input_names``,
+        ``enable_double_precision``, ...).
+
+    Returns:
+      The ``onnx.ModelProto``.
+
+    Raises:
+      ImportError: where jax2onnx is not installed (``pip install "jaxpool[export]"``).
+      ValueError: for an op or attribute that ONNX cannot express, naming both.
+
+    Example:
+      >>> import numpy as np, jaxpool, jaxpool.onnx
+      >>> model = jaxpool.onnx.export(
+      ...     lambda x: jaxpool.max_pool(x, 2), np.zeros((1, 3, 8, 8), np.float32))
+      >>> [node.op_type for node in model.graph.node]
+      ['MaxPool']
+    """
+    from jaxpool._src.interop import onnx_export
+
+    return onnx_export.export(fn, *example_args, opset=opset, path=path, **jax2onnx_kwargs)
