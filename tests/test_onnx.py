@@ -266,9 +266,10 @@ def test_max_unpool_matches_onnxruntime(x64):
 
 def test_region_nodes_match_onnxruntime(x64):
     """MaxRoiPool and RoiAlign (avg) on random boxes, some partly or wholly off the map, some
-    of negative size.  ONNX Runtime implements both up to opset 21."""
+    of negative size.  ONNX Runtime implements both up to opset 21.  Each iteration compiles
+    its own programs: six take every pair of sampling ratio and transformation mode once."""
     rng = np.random.default_rng(13)
-    for i in range(10):
+    for i in range(6):
         x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
         corner = rng.uniform(-2, 10, (4, 2))
         boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1)

@@ -1,18 +1,22 @@
 """The training-scale benchmark (``benchmarks/training.py``) runs every path at tiny scale.
 
-One run at ``--scale tiny`` with ``--check``: every workload in bfloat16 (float32 runs the same
-programs and is left to full runs, to keep the suite short), both layouts,
-forward (with indices) and forward+backward, against ``reduce_window``/``jnp.max``/``jnp.mean``
-and PyTorch on the CPU, and the ResNet-18 training step with Flax's pools and jaxpool's.
-jaxpool runs its portable programs, the ones a GPU runs.  The timings mean nothing here; the
-checks (every contender's outputs against jaxpool's) and the results file are what is tested.
+One run at ``--scale tiny`` with ``--check`` of one group per path (``GROUPS``): every op
+forward and forward+backward, the layouts spread over them, against ``reduce_window``/
+``jnp.max``/``jnp.mean`` and PyTorch on the CPU, indices where the op has them, and the ResNet-18
+training step with Flax's pools and jaxpool's; bfloat16 only (float32 runs the same programs).
+The other groups (more kernels and ranks of the same contenders) are left to full runs, to keep
+the suite short.  jaxpool runs its portable programs, the ones a GPU runs.  The timings mean
+nothing here; the checks (every contender's outputs against jaxpool's) and the results file are
+what is tested.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pathlib
+import re
 import sys
 
 # torch, flax and optax are in the test extra: a missing one fails, never skips.
@@ -25,6 +29,24 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import training  # noqa: E402
+from bench import LAYOUTS, MODES  # noqa: E402
+
+# One group per path: every op in both modes and both layouts among them, each peer (PyTorch
+# in both layouts, ``reduce_window``, the XLA reduction and their gradients), the indices of
+# both max ops, and the ResNet-18 step.
+GROUPS = (
+    "stem/NCX/fwd/bf16",
+    "stem/NXC/fwd+bwd/bf16",
+    "avg_stem/NXC/fwd/bf16",
+    "avg_stem/NCX/fwd+bwd/bf16",
+    "adaptive_max/NXC/fwd/bf16",
+    "adaptive_max/NCX/fwd+bwd/bf16",
+    "adaptive_avg/NCX/fwd/bf16",
+    "adaptive_avg/NXC/fwd+bwd/bf16",
+    "global_max/NCX/fwd/bf16",
+    "global_avg/NXC/fwd+bwd/bf16",
+    "resnet18/bf16",
+)
 
 
 def _tiny_run(tmp_path_factory):
@@ -32,6 +54,7 @@ def _tiny_run(tmp_path_factory):
     path, png = out / "training.json", out / "training.png"
     argv = ["--scale", "tiny", "--reps", "1", "--warmup", "1", "--min-stretch-ms", "0"]
     argv += ["--settle-ms", "0", "--check", "--program", "portable", "--dtype", "bf16"]
+    argv += ["--only", "^(" + "|".join(map(re.escape, GROUPS)) + ")$"]
     argv += ["--json", str(path), "--plot", str(png)]
     status = training.main(argv)
     with open(path) as f:
@@ -43,8 +66,11 @@ def _every_group_runs(tiny_run):
     assert result["errors"] == []
     assert status == 0
     keys = [g["key"] for g in result["groups"]]
-    assert sorted(keys) == sorted(k for k in training.group_keys() if k.endswith("/bf16"))
-    assert len(keys) == len(set(keys)) == 9 * 2 * 2 + 1
+    assert sorted(keys) == sorted(GROUPS) and set(GROUPS) <= set(training.group_keys())
+    pools = [g for g in result["groups"] if g["workload"] != "resnet18"]
+    ops = {wl.op for wl, _ in training.WORKLOADS}
+    assert {(g["op"], g["mode"]) for g in pools} == set(itertools.product(ops, MODES))
+    assert {(g["layout"], g["mode"]) for g in pools} == set(itertools.product(LAYOUTS, MODES))
     assert result["meta"]["scale"] == "tiny"
     assert result["meta"]["torch_device"] == "cpu"
     assert os.path.getsize(png) > 0

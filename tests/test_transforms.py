@@ -279,25 +279,15 @@ def pool_cases(draw):
     return x, attrs
 
 
+# Each example compiles its own programs: a few suffice beside test_max_pool.py's fuzz against
+# the reference (80 examples, both layouts, every axis of the indices, which is also where
+# max pooling's NXC is checked against NCX).
 MAX_POOL = hypothesis.settings(
-    max_examples=40,
+    max_examples=15,
     deadline=None,
     derandomize=True,
     suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
-
-
-@MAX_POOL
-@hypothesis.given(pool_cases(), st.integers(-5, 4))
-def test_max_pool_nxc_equals_ncx(case, axis):
-    x, attrs = case
-    axis = axis % x.ndim
-    y, i = jaxpool.max_pool(x, return_indices=True, axis=axis, **attrs)
-    y2, i2 = jaxpool.max_pool(
-        oracle.to_nxc(x), data_format="NXC", return_indices=True, axis=axis, **attrs
-    )
-    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(y2)), np.asarray(y))
-    np.testing.assert_array_equal(oracle.to_ncx(np.asarray(i2)), np.asarray(i))
 
 
 @MAX_POOL
