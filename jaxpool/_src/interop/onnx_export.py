@@ -1028,7 +1028,7 @@ def _make_primitive(name: str, export: Export) -> Any:
         # Under `jax.vmap` (Equinox models map their unbatched layers over the batch) every
         # example is bound on its own: exact for every op, whatever its batch axis, indices
         # and box batch indices mean; the exported batch size is fixed anyway.
-        size = next(o.shape[d] for o, d in zip(operands, dims) if d is not batching.not_mapped)
+        size = next(o.shape[d] for o, d in zip(operands, dims) if d is not None)
         operands = [batching.bdim_at_front(o, d, size) for o, d in zip(operands, dims)]
         rows = [primitive.bind(*(o[b] for o in operands), **params) for b in range(size)]
         return [jnp.stack(r) for r in zip(*rows)], [0] * len(rows[0])
@@ -1100,7 +1100,7 @@ def register() -> None:
         plugin = type(f"_{name}_plugin", (_Plugin,), {"_PRIM": primitive, "_OP": name})
         register_primitive(
             jaxpr_primitive=primitive.name,
-            jax_doc="https://github.com/jaxpool/jaxpool",
+            jax_doc=f"jaxpool.{name}",  # its API entry; the project has no hosted page yet
             onnx=[{"component": row.onnx} for row in TABLE if row.op == name],
             since="0.1.0",
             context="primitives.jaxpool",
