@@ -1100,7 +1100,7 @@ def register() -> None:
         plugin = type(f"_{name}_plugin", (_Plugin,), {"_PRIM": primitive, "_OP": name})
         register_primitive(
             jaxpr_primitive=primitive.name,
-            jax_doc=f"jaxpool.{name}",  # its API entry; the project has no hosted page yet
+            jax_doc=f"jaxpool.{name}",
             onnx=[{"component": row.onnx} for row in TABLE if row.op == name],
             since="0.1.0",
             context="primitives.jaxpool",
