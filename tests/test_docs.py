@@ -26,6 +26,7 @@ PAGES_WITH_CODE = [
     "porting/openvino.md",
     "porting/onnx.md",
     "porting/equinox.md",
+    "deploying.md",
 ]
 
 # The docs toolchain is in the test extra: a missing one fails the import, never skips.
@@ -82,6 +83,7 @@ def _site_has_every_page(built_site):
         "porting/openvino.html",
         "porting/onnx.html",
         "porting/equinox.html",
+        "deploying.html",
         "api/index.html",
         "performance.html",
         "design.html",
@@ -118,6 +120,19 @@ def _pictures_are_in_the_site(built_site):
     assert (built_site / "_images" / "latest.png").is_file()
     assert "Latest CPU results" in performance and "Latest GPU results" in performance
     assert performance.index("Targets at a glance") < performance.index("Full benchmark log")
+
+
+def _deploying_page_has_every_op(built_site):
+    """The Deploying page's export table (written from the exporter's table) has a row for
+    every public op, and the API pages document the export."""
+    import jaxpool
+
+    html = (built_site / "deploying.html").read_text()
+    table = html[html.index("<table") :]
+    for name in set(jaxpool.__all__) - {"openvino"}:
+        assert f'<span class="pre">{name}</span></code></p></td>' in table, name
+    for name in ("export", "register_export"):
+        assert (built_site / "api" / "_autosummary" / f"jaxpool.onnx.{name}.html").is_file()
 
 
 def _no_remote_scripts(built_site):
@@ -287,5 +302,6 @@ def test_built_site(tmp_path_factory):
     _site_has_every_page(built_site)
     _api_pages_cover_the_public_names(built_site)
     _pictures_are_in_the_site(built_site)
+    _deploying_page_has_every_op(built_site)
     _no_remote_scripts(built_site)
     _no_link_leads_to_an_unpublished_place(built_site)

@@ -98,3 +98,19 @@ def test_fpn_head(monkeypatch, capsys):
         assert level["iou_after"] > level["iou_before"], out
     printed = capsys.readouterr().out
     assert "P1 (stride 2)" in printed and "P2 (stride 4)" in printed
+
+
+# jax2onnx's plugin of nnx.Linear reads the parameters through `.value`.
+@pytest.mark.filterwarnings("ignore:'.value' access is now deprecated:DeprecationWarning")
+def test_export_onnx(tmp_path, capsys):
+    pytest.importorskip("jax2onnx")
+    # optax's Adam mixes Python floats and ints; Flax's layers (and jax2onnx's) add their
+    # biases across ranks.
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        out = load("export_onnx").main(epochs=1, out_dir=str(tmp_path))
+    assert (tmp_path / "digits.onnx").exists()
+    assert out["test_accuracy"] >= 0.7, out
+    for runtime, difference in out["differences"].items():
+        assert difference <= 1e-5 * out["largest_logit"], (runtime, out)
+    printed = capsys.readouterr().out
+    assert "onnxruntime: largest" in printed and "openvino: largest" in printed

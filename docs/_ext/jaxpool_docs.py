@@ -6,6 +6,9 @@
   are rewritten as it is read (the file itself keeps its GitHub links).
 * The Performance page's summary of the benchmark targets is written from the committed
   results (``benchmark_summary.py``) into ``docs/_generated/performance_summary.md``.
+* The Deploying page's table of how each op exports to ONNX is written from
+  ``jaxpool._src.interop.onnx_export.TABLE`` (the table the exporter's refusals quote) into
+  ``docs/_generated/onnx_export_table.md``.
 * The pictures of the Semantics page are drawn with matplotlib from what jaxpool computes,
   and the Detection page's from the level rules (checked against jaxpool), into
   ``docs/_generated/figures/``.
@@ -112,6 +115,26 @@ def copy_sources(app: Sphinx, config: object) -> None:
     _write_if_changed(generated / "performance_summary.md", summary.encode())
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     _write_if_changed(generated / "changelog.md", rewrite_links(changelog, "CHANGELOG.md").encode())
+
+
+def export_table() -> str:
+    """The Deploying page's table: one row per public op, from the exporter's own table."""
+    try:
+        from jaxpool._src.interop import onnx_export
+    except ImportError as error:
+        raise ExtensionError(
+            f"jaxpool_docs: cannot import the ONNX exporter for its table ({error}); install "
+            "the docs extra: pip install -e '.[docs]'"
+        ) from error
+    lines = ["| jaxpool op | Exports as | ONNX | What decides it |", "|---|---|---|---|"]
+    for row in onnx_export.TABLE:
+        cells = (f"`{row.op}`", row.export, row.onnx or "-", row.notes)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_export_table(app: Sphinx, config: object) -> None:
+    _write_if_changed(DOCS / "_generated" / "onnx_export_table.md", export_table().encode())
 
 
 def rewrite_design_links(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -223,6 +246,7 @@ def check_api_coverage(app: Sphinx, env: object) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("jaxpool_api_modules", [], "env")
     app.connect("config-inited", copy_sources)
+    app.connect("config-inited", write_export_table)
     app.connect("config-inited", draw_figures)
     app.connect("source-read", rewrite_design_links)
     app.connect("autodoc-process-signature", clean_linen_signature)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
 from jax.extend.core import Primitive
+from jax.interpreters import batching
 from jax2onnx.plugins._patching import AssignSpec, MonkeyPatchSpec
 from jax2onnx.plugins.plugin_system import PrimitiveLeafPlugin, register_primitive
 
@@ -1023,8 +1024,18 @@ def _make_primitive(name: str, export: Export) -> Any:
         out = _eval_shape(export, structs, params)
         return [jax.core.ShapedArray(s.shape, s.dtype) for s in jax.tree.leaves(out)]
 
+    def batch(operands: Sequence[Any], dims: Sequence[Any], **params: Any) -> Any:
+        # Under `jax.vmap` (Equinox models map their unbatched layers over the batch) every
+        # example is bound on its own: exact for every op, whatever its batch axis, indices
+        # and box batch indices mean; the exported batch size is fixed anyway.
+        size = next(o.shape[d] for o, d in zip(operands, dims) if d is not None)
+        operands = [batching.bdim_at_front(o, d, size) for o, d in zip(operands, dims)]
+        rows = [primitive.bind(*(o[b] for o in operands), **params) for b in range(size)]
+        return [jnp.stack(r) for r in zip(*rows)], [0] * len(rows[0])
+
     primitive.def_impl(impl)
     primitive.def_abstract_eval(abstract_eval)
+    batching.primitive_batchers[primitive] = batch
     return primitive
 
 
@@ -1089,7 +1100,7 @@ def register() -> None:
         plugin = type(f"_{name}_plugin", (_Plugin,), {"_PRIM": primitive, "_OP": name})
         register_primitive(
             jaxpr_primitive=primitive.name,
-            jax_doc="https://github.com/jaxpool/jaxpool",
+            jax_doc=f"jaxpool.{name}",
             onnx=[{"component": row.onnx} for row in TABLE if row.op == name],
             since="0.1.0",
             context="primitives.jaxpool",

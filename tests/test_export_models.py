@@ -1,0 +1,206 @@
+"""Whole models built from jaxpool's layers, exported with ``jaxpool.onnx.export`` and run in
+ONNX Runtime and in OpenVINO (its ONNX frontend), which must give the model's outputs.
+
+The models are small and randomly initialised: a Flax NNX and an Equinox classifier (a
+convolution, max pooling with indices, unpooling at those indices, a convolution, adaptive
+average pooling, a dense head) and an ROI head (``roi_align`` of boxes on a feature map, then a
+dense layer).  OpenVINO computes in float32 (``INFERENCE_PRECISION_HINT``): a CPU with bfloat16
+would otherwise compute in bfloat16.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import numpy as np
+import openvino as ov
+import pytest
+from flax import nnx
+
+pytest.importorskip("jax2onnx")
+
+import onnxruntime as ort  # noqa: E402
+
+import jaxpool  # noqa: E402
+import jaxpool.nn.eqx as peqx  # noqa: E402
+import jaxpool.onnx  # noqa: E402
+from jaxpool import nn as pnn  # noqa: E402
+
+ort.set_default_logger_severity(3)
+
+pytestmark = [
+    # jax2onnx's plugin of nnx.Linear reads the parameters through `.value`.
+    pytest.mark.filterwarnings("ignore:'.value' access is now deprecated:DeprecationWarning"),
+    # The layers (and jax2onnx's versions of them) add their biases across ranks.
+    pytest.mark.usefixtures("rank_promotion"),
+]
+
+RTOL = 1e-5  # float32: relative to the largest output
+
+
+@pytest.fixture
+def rank_promotion():
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def run_onnx_runtime(path, args):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, (np.asarray(a) for a in args))))
+
+
+def run_openvino(path, args):
+    model = ov.convert_model(str(path))
+    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    results = compiled([np.asarray(a) for a in args])
+    return [results[output] for output in compiled.outputs]
+
+
+def assert_close(got, want, what):
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, (what, g.shape, w.shape)
+        scale = float(np.max(np.abs(w)))
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=RTOL * scale, err_msg=what)
+
+
+def deploy(fn, args, path, runtimes=(run_onnx_runtime, run_openvino)):
+    """Exports ``fn`` to ``path`` and checks each runtime's outputs against ``fn``'s; returns
+    the model's node types."""
+    want = [np.asarray(w) for w in jax.tree.leaves(fn(*args))]
+    model = jaxpool.onnx.export(fn, *args, path=path)
+    for run in runtimes:
+        assert_close(run(path, args), want, run.__name__)
+    return [node.op_type for node in model.graph.node]
+
+
+def _x(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+class NNXClassifier(nnx.Module):
+    """Channels-last; the unpooling puts the pooled maxima back in place (an encoder-decoder
+    step) before the second convolution."""
+
+    def __init__(self, rngs: nnx.Rngs, *, combine: str = "sum", width: int = 4):
+        self.conv1 = nnx.Conv(1, width, (3, 3), rngs=rngs)
+        self.pool = pnn.MaxPool(2, return_indices=True, axis=0)
+        self.unpool = pnn.MaxUnpool(axis=0, combine=combine)
+        self.conv2 = nnx.Conv(width, 2 * width, (3, 3), rngs=rngs)
+        self.head = pnn.AdaptiveAvgPool(3)
+        self.linear = nnx.Linear(9 * 2 * width, 10, rngs=rngs)
+
+    def __call__(self, x):
+        h = nnx.relu(self.conv1(x))
+        y, indices = self.pool(h)
+        h = self.unpool(y, indices, h.shape)
+        h = self.head(nnx.relu(self.conv2(h)))
+        return self.linear(h.reshape(h.shape[0], -1))
+
+
+class EqxClassifier(eqx.Module):
+    """Channels-first and unbatched, as Equinox's layers are: mapped over the batch with
+    ``jax.vmap``."""
+
+    conv1: eqx.nn.Conv2d
+    pool: peqx.MaxPool
+    unpool: peqx.MaxUnpool
+    conv2: eqx.nn.Conv2d
+    head: peqx.AdaptiveAvgPool
+    linear: eqx.nn.Linear
+
+    def __init__(self, key, width: int = 4):
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.conv1 = eqx.nn.Conv2d(1, width, 3, padding=1, key=k1)
+        self.pool = peqx.MaxPool(2, num_spatial_dims=2, return_indices=True)
+        self.unpool = peqx.MaxUnpool(num_spatial_dims=2)
+        self.conv2 = eqx.nn.Conv2d(width, 2 * width, 3, key=k2)
+        self.head = peqx.AdaptiveAvgPool((2, 3), num_spatial_dims=2)
+        self.linear = eqx.nn.Linear(6 * 2 * width, 10, key=k3)
+
+    def __call__(self, x):
+        h = jax.nn.relu(self.conv1(x))
+        y, indices = self.pool(h)
+        h = self.unpool(y, indices, h.shape)
+        h = self.head(jax.nn.relu(self.conv2(h)))
+        return self.linear(h.reshape(-1))
+
+
+class RoiHead(nnx.Module):
+    """Boxes (image pixels, the feature map at half resolution) pooled to 3x3 bins, then
+    classified."""
+
+    def __init__(self, rngs: nnx.Rngs, channels: int = 4):
+        self.linear = nnx.Linear(3 * 3 * channels, 5, rngs=rngs)
+
+    def __call__(self, features, boxes, batch_indices):
+        pooled = jaxpool.roi_align(
+            features,
+            boxes,
+            batch_indices,
+            3,
+            spatial_scale=0.5,
+            sampling_ratio=2,
+            aligned_mode="half_pixel_for_nn",
+            data_format="NXC",
+        )
+        return self.linear(pooled.reshape(pooled.shape[0], -1))
+
+
+BOXES = np.array(
+    [[1.2, 0.7, 12.1, 10.3], [0.0, 0.0, 16.0, 14.0], [3.4, 2.2, 6.1, 13.9]], np.float32
+)
+BATCH_INDICES = np.array([0, 1, 1], np.int32)
+
+
+def test_nnx_classifier(tmp_path):
+    model = NNXClassifier(nnx.Rngs(0))
+    types = deploy(model, [_x((2, 11, 13, 1))], tmp_path / "nnx.onnx")
+    assert {"MaxPool", "ScatterElements", "Gemm"} <= set(types)
+
+
+def test_eqx_classifier(tmp_path):
+    model = EqxClassifier(jax.random.key(0))
+    types = deploy(jax.vmap(model), [_x((2, 1, 10, 12))], tmp_path / "eqx.onnx")
+    # Each example of the mapped batch is pooled by nodes of its own.
+    assert types.count("MaxPool") == 2 and types.count("AveragePool") == 2
+
+
+def test_roi_head(tmp_path):
+    args = [_x((2, 8, 9, 4), seed=1), BOXES, BATCH_INDICES]
+    types = deploy(RoiHead(nnx.Rngs(0)), args, tmp_path / "roi.onnx")
+    assert types.count("RoiAlign") == 1
+
+
+def test_max_unpool_node_runs_in_onnx_runtime_only(tmp_path):
+    """``combine="max"`` exports as ``MaxUnpool``, which OpenVINO's ONNX frontend does not
+    convert; ``combine="sum"`` (the layers' default, the same values where no position is
+    named twice, as with these non-overlapping windows) exports as ``ScatterElements``."""
+    model = NNXClassifier(nnx.Rngs(0), combine="max")
+    path = tmp_path / "max.onnx"
+    types = deploy(model, [_x((2, 11, 13, 1))], path, runtimes=(run_onnx_runtime,))
+    assert "MaxUnpool" in types
+    with pytest.raises(Exception, match="No conversion rule found for operations: MaxUnpool"):
+        ov.convert_model(str(path))
+
+
+def test_vmapped_ops_export_per_example(tmp_path):
+    """Under ``jax.vmap`` every op is exported once per example, whatever axis is mapped and
+    whichever operands are: flat indices stay the example's, boxes index its own batch."""
+
+    def per_example(x):
+        y, indices = jaxpool.max_pool(x, 2, return_indices=True, axis=0)
+        restored = jaxpool.max_unpool(y, indices, x.shape, axis=0, combine="max")
+        pooled = jaxpool.roi_align(x, BOXES, BATCH_INDICES, 2, spatial_scale=0.5)
+        return indices, restored, pooled
+
+    fn = jax.vmap(per_example, in_axes=1, out_axes=(0, 0, 1))
+    want = [np.asarray(w) for w in jax.tree.leaves(fn(_x((2, 3, 4, 8, 9))))]
+    path = tmp_path / "mapped.onnx"
+    model = jaxpool.onnx.export(fn, _x((2, 3, 4, 8, 9)), path=path)
+    types = [node.op_type for node in model.graph.node]
+    assert types.count("MaxPool") == types.count("RoiAlign") == 3
+    got = run_onnx_runtime(path, [_x((2, 3, 4, 8, 9))])
+    np.testing.assert_array_equal(got[0], want[0])
+    assert_close(got[1:], want[1:], "ONNX Runtime")
