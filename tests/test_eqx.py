@@ -38,6 +38,18 @@ def _batched(module, x):
             lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1, exclude_pad=True),
         ),
         (
+            peqx.AvgPool(
+                3, 2, 1, 1, num_spatial_dims=2, rounding_type="ceil", divisor_rule="padded_input"
+            ),
+            lambda x: jaxpool.avg_pool(
+                x, 3, 2, 1, 1, rounding_type="ceil", divisor_rule="padded_input"
+            ),
+        ),
+        (
+            peqx.AvgPool(2, num_spatial_dims=2, divisor_override=3),
+            lambda x: jaxpool.avg_pool(x, 2, divisor_override=3),
+        ),
+        (
             peqx.LpPool(2, num_spatial_dims=2, p=3),
             lambda x: jaxpool.lp_pool(x, 2, p=3),
         ),
@@ -47,7 +59,16 @@ def _batched(module, x):
         ),
         (peqx.AdaptiveAvgPool(3, num_spatial_dims=2), lambda x: jaxpool.adaptive_avg_pool(x, 3)),
     ],
-    ids=["max", "max-indices", "avg", "lp", "adaptive-max", "adaptive-avg"],
+    ids=[
+        "max",
+        "max-indices",
+        "avg",
+        "avg-padded-input",
+        "avg-divisor-override",
+        "lp",
+        "adaptive-max",
+        "adaptive-avg",
+    ],
 )
 def test_vmap_of_the_module_is_the_function(module, function):
     expected = function(X)

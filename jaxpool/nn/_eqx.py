@@ -131,6 +131,9 @@ class AvgPool(_Sliding):
     """
 
     exclude_pad: bool = equinox.field(static=True)
+    divisor_rule: str = equinox.field(static=True)
+    divisor_override: int | None = equinox.field(static=True)
+    integer_division: str = equinox.field(static=True)
 
     def __init__(
         self,
@@ -144,16 +147,27 @@ class AvgPool(_Sliding):
         dilations: Any = None,
         rounding_type: str = "floor",
         auto_pad: str = "explicit",
+        divisor_rule: str = "kernel",
+        divisor_override: int | None = None,
+        integer_division: str = "round",
     ):
         self._init_window(
             num_spatial_dims, kernel, strides, pads_begin, pads_end, dilations, rounding_type,
             auto_pad,
         )  # fmt: skip
         self.exclude_pad = exclude_pad
+        self.divisor_rule = divisor_rule
+        self.divisor_override = divisor_override
+        self.integer_division = integer_division
 
     def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> jax.Array:
         out = jaxpool.avg_pool(
-            _batched(x, self.num_spatial_dims), **self._window(), exclude_pad=self.exclude_pad
+            _batched(x, self.num_spatial_dims),
+            **self._window(),
+            exclude_pad=self.exclude_pad,
+            divisor_rule=self.divisor_rule,
+            divisor_override=self.divisor_override,
+            integer_division=self.integer_division,
         )
         return _unbatched(out)
 
