@@ -77,8 +77,9 @@ same call, so an exported node read by :func:`node` computes the op again:
   cast to one that holds every value (``MaxPool`` of int16/int32/bfloat16 in float32 or
   float64, averages of 16-bit floats in float32 as jaxpool accumulates them, of int8/uint8 in
   float32 followed by ``Round``).
-* Under :func:`jax.vmap` (an Equinox model's batch), each example of the mapped batch is
-  exported with nodes of its own.
+* Under :func:`jax.vmap` (an Equinox model's batch), the window ops and ``max_unpool`` pool
+  the mapped axis as part of their batch axis, one node for the batch (flat indices stay the
+  example's); the ROI ops are exported once per example.
 
 Refused with a ``ValueError`` that names the op and what ONNX lacks: ``roi_align_rotated``,
 ``psroi_pool``, ``psroi_align``, ``deformable_psroi_pool``, ``multilevel_roi_align``,

@@ -163,8 +163,8 @@ def test_nnx_classifier(tmp_path):
 def test_eqx_classifier(tmp_path):
     model = EqxClassifier(jax.random.key(0))
     types = deploy(jax.vmap(model), [_x((2, 1, 10, 12))], tmp_path / "eqx.onnx")
-    # Each example of the mapped batch is pooled by nodes of its own.
-    assert types.count("MaxPool") == 2 and types.count("AveragePool") == 2
+    # The mapped batch is pooled as the nodes' batch axis: one node per layer.
+    assert types.count("MaxPool") == 1 and types.count("AveragePool") == 1
 
 
 def test_roi_head(tmp_path):
@@ -185,22 +185,29 @@ def test_max_unpool_node_runs_in_onnx_runtime_only(tmp_path):
         ov.convert_model(str(path))
 
 
-def test_vmapped_ops_export_per_example(tmp_path):
-    """Under ``jax.vmap`` every op is exported once per example, whatever axis is mapped and
-    whichever operands are: flat indices stay the example's, boxes index its own batch."""
+def test_vmapped_ops_export(tmp_path):
+    """Under ``jax.vmap`` the window ops and unpooling pool the mapped axis as part of their
+    batch axis (one node for the batch), whatever axis is mapped, with flat indices that stay
+    the example's; the ROI ops, whose boxes index their own example's batch, are exported
+    once per example."""
 
     def per_example(x):
         y, indices = jaxpool.max_pool(x, 2, return_indices=True, axis=0)
         restored = jaxpool.max_unpool(y, indices, x.shape, axis=0, combine="max")
         pooled = jaxpool.roi_align(x, BOXES, BATCH_INDICES, 2, spatial_scale=0.5)
-        return indices, restored, pooled
+        spatial, positions = jaxpool.adaptive_max_pool(x, (3, 4), return_indices=True)
+        summed = jaxpool.max_unpool(spatial, positions, x.shape, axis=2)
+        return indices, positions, restored, pooled, summed, jaxpool.avg_pool(x, 3, 2, 1, 1)
 
-    fn = jax.vmap(per_example, in_axes=1, out_axes=(0, 0, 1))
+    fn = jax.vmap(per_example, in_axes=1, out_axes=(0, 0, 0, 1, 0, 0))
     want = [np.asarray(w) for w in jax.tree.leaves(fn(_x((2, 3, 4, 8, 9))))]
     path = tmp_path / "mapped.onnx"
     model = jaxpool.onnx.export(fn, _x((2, 3, 4, 8, 9)), path=path)
     types = [node.op_type for node in model.graph.node]
-    assert types.count("MaxPool") == types.count("RoiAlign") == 3
+    assert types.count("MaxPool") == types.count("MaxUnpool") == 1
+    assert types.count("AveragePool") == types.count("ScatterElements") == 1
+    assert types.count("RoiAlign") == 3
     got = run_onnx_runtime(path, [_x((2, 3, 4, 8, 9))])
     np.testing.assert_array_equal(got[0], want[0])
-    assert_close(got[1:], want[1:], "ONNX Runtime")
+    np.testing.assert_array_equal(got[1], want[1])
+    assert_close(got[2:], want[2:], "ONNX Runtime")

@@ -1025,11 +1025,16 @@ def _make_primitive(name: str, export: Export) -> Any:
         return [jax.core.ShapedArray(s.shape, s.dtype) for s in jax.tree.leaves(out)]
 
     def batch(operands: Sequence[Any], dims: Sequence[Any], **params: Any) -> Any:
-        # Under `jax.vmap` (Equinox models map their unbatched layers over the batch) every
-        # example is bound on its own: exact for every op, whatever its batch axis, indices
-        # and box batch indices mean; the exported batch size is fixed anyway.
+        # Under `jax.vmap` (Equinox models map their unbatched layers over the batch) the
+        # window ops and unpooling pool the mapped axis as part of their batch axis N, one
+        # node for the whole batch; the ROI ops, whose boxes name their images, and calls
+        # whose flat indices would not fit int32 once merged, bind every example on its own.
         size = next(o.shape[d] for o, d in zip(operands, dims) if d is not None)
+        mapped = all(d is not None for d in dims)
         operands = [batching.bdim_at_front(o, d, size) for o, d in zip(operands, dims)]
+        if mapped and _mergeable(name, operands, params):
+            outs = _merged(primitive, name, operands, params)
+            return outs, [0] * len(outs)
         rows = [primitive.bind(*(o[b] for o in operands), **params) for b in range(size)]
         return [jnp.stack(r) for r in zip(*rows)], [0] * len(rows[0])
 
@@ -1037,6 +1042,56 @@ def _make_primitive(name: str, export: Export) -> Any:
     primitive.def_abstract_eval(abstract_eval)
     batching.primitive_batchers[primitive] = batch
     return primitive
+
+
+# The ops whose operands all lead with the batch axis N and whose results lead with it too,
+# each example pooled on its own: under `vmap` the mapped axis merges into N.
+_WINDOW_OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool")
+
+
+def _flat_axis(params: dict[str, Any], rank: int) -> bool:
+    """Whether the call's indices are positions in the whole tensor (``axis`` 0)."""
+    axis = params.get("axis", 2)
+    return (axis + rank if axis < 0 else axis) == 0
+
+
+def _mergeable(name: str, operands: Sequence[Any], params: dict[str, Any]) -> bool:
+    """Whether the mapped call is one call over ``[B * N, ...]``: a window op or unpooling,
+    whose flat positions (``axis`` 0), offset by each example's size, still fit int32."""
+    if name in _WINDOW_OPS:
+        x = operands[0]
+        whole = _flat_axis(params, x.ndim - 1) and params.get("return_indices", False)
+        return not whole or math.prod(x.shape) <= np.iinfo(np.int32).max
+    if name == "max_unpool":
+        size = operands[0].shape[0] * math.prod(params["output_shape"])
+        return not _flat_axis(params, operands[0].ndim - 1) or size <= np.iinfo(np.int32).max
+    return False
+
+
+def _merged(primitive: Any, name: str, operands: Sequence[Any], params: dict[str, Any]) -> Any:
+    """The call over ``[B, N, ...]`` operands as one call over ``[B * N, ...]``, its results
+    split again; flat positions (``axis`` 0) are the example's own, offset by the examples
+    before it in the merged tensor."""
+    b = operands[0].shape[0]
+
+    def offsets(per_example: int, like: Any) -> Any:
+        steps = jnp.arange(b, dtype=like.dtype) * np.asarray(per_example, like.dtype)
+        return steps.reshape(b, *[1] * (like.ndim - 1))
+
+    merged = [o.reshape(b * o.shape[1], *o.shape[2:]) for o in operands]
+    if name == "max_unpool":
+        y, indices = operands
+        shape = tuple(params["output_shape"])
+        # Added also where they are 0: jax2onnx folds a reshape of a reshape into one and
+        # loses the first's result where the model also returns it (the indices).
+        step = math.prod(shape) if _flat_axis(params, y.ndim - 1) else 0
+        merged[1] = (indices + offsets(step, indices)).reshape(merged[1].shape)
+        params = {**params, "output_shape": (b * shape[0], *shape[1:])}
+    outs = primitive.bind(*merged, **params)
+    outs = [o.reshape(b, o.shape[0] // b, *o.shape[1:]) for o in outs]
+    if name == "max_pool" and len(outs) == 2 and _flat_axis(params, operands[0].ndim - 1):
+        outs[1] = outs[1] - offsets(math.prod(operands[0].shape[1:]), outs[1])
+    return outs
 
 
 _PRIMITIVES: dict[str, Any] = {}
