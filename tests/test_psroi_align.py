@@ -265,7 +265,8 @@ def test_empty_inputs(n, r, data_format):
     assert low.shape == shape and low.dtype == jnp.bfloat16
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+# NCX reads through the NXC program's gathers after its transposes; test_roi.py shards NXC.
+@pytest.mark.parametrize("data_format", ["NCX"])
 def test_channel_sharding_has_no_collectives(data_format):
     """With 8 shards of whole groups of ``out_h * out_w`` channels, neither the forward nor
     the gradient moves data between devices."""
