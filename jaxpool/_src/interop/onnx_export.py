@@ -234,6 +234,25 @@ def _ncx(g: Graph, value: ir.Value, shape: Sequence[int], dtype: Any, data_forma
     return g.transpose(value, shape, dtype, perm), tuple(shape[p] for p in perm)
 
 
+def _ncx_input(
+    g: Graph, value: ir.Value, shape: Sequence[int], dtype: Any, compute: Any, data_format: str
+):
+    """The input of a pooling node: in NCX and in the type the node computes in, and its NCX
+    shape."""
+    x, ncx = _ncx(g, value, shape, dtype, data_format)
+    return (x if compute == dtype else g.cast(x, ncx, compute)), ncx
+
+
+def _indices_output(
+    g: Graph, call: Call, indices: ir.Value, out_ncx: Sequence[int], data_format: str
+) -> ir.Value:
+    """A node's int64 NCX indices as the op's indices output: its dtype, its layout."""
+    index_dtype = np.dtype(call.outputs[1].dtype)
+    if index_dtype != np.int64:
+        indices = g.cast(indices, out_ncx, index_dtype)
+    return _back(g, indices, out_ncx, index_dtype, data_format)
+
+
 def _back(g: Graph, value: ir.Value, ncx_shape: Sequence[int], dtype: Any, data_format: str):
     """An NCX result in ``data_format``'s layout."""
     if data_format == "NCX":
@@ -367,9 +386,7 @@ def _plan_max_pool(call: Call) -> Emit:
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
-        x, ncx = _ncx(g, operands[0], window.shape, dtype, data_format)
-        if compute != dtype:
-            x = g.cast(x, ncx, compute)
+        x, ncx = _ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = _ncx_shape(window.out_shape, data_format)
         if not with_indices:
             (y,) = g.ops("MaxPool", x, outputs=[(out_ncx, compute)], **attributes)
@@ -379,14 +396,13 @@ def _plan_max_pool(call: Call) -> Emit:
                 "MaxPool", x, outputs=[(out_ncx, compute), (out_ncx, np.int64)], **attributes
             )
             i = _index_planes(g, i, out_ncx, ncx, axis)
-            index_dtype = np.dtype(call.outputs[1].dtype)
-            if index_dtype != np.int64:
-                i = g.cast(i, out_ncx, index_dtype)
             results = [y, i]
         if compute != dtype:
             results[0] = g.cast(results[0], out_ncx, dtype)
-        dtypes = [dtype, *([call.outputs[1].dtype] if with_indices else [])]
-        return [_back(g, r, out_ncx, t, data_format) for r, t in zip(results, dtypes)]
+        values = _back(g, results[0], out_ncx, dtype, data_format)
+        if not with_indices:
+            return [values]
+        return [values, _indices_output(g, call, results[1], out_ncx, data_format)]
 
     return emit
 
@@ -444,9 +460,7 @@ def _plan_avg_pool(call: Call) -> Emit:
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
-        x, ncx = _ncx(g, operands[0], window.shape, dtype, data_format)
-        if compute != dtype:
-            x = g.cast(x, ncx, compute)
+        x, ncx = _ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = _ncx_shape(window.out_shape, data_format)
         y = g.op("AveragePool", x, shape=out_ncx, dtype=compute, **attributes)
         y = _returned(g, y, out_ncx, dtype, how, p["integer_division"])
@@ -478,9 +492,7 @@ def _plan_lp_pool(call: Call) -> Emit:
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
-        x, ncx = _ncx(g, operands[0], window.shape, dtype, data_format)
-        if compute != dtype:
-            x = g.cast(x, ncx, compute)
+        x, ncx = _ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = _ncx_shape(window.out_shape, data_format)
         y = g.op("LpPool", x, shape=out_ncx, dtype=compute, **attributes)
         if compute != dtype:
@@ -620,9 +632,7 @@ def _plan_adaptive_max_pool(call: Call) -> Emit:
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
-        x, ncx = _ncx(g, operands[0], window.shape, dtype, data_format)
-        if compute != dtype:
-            x = g.cast(x, ncx, compute)
+        x, ncx = _ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = _ncx_shape(window.out_shape, data_format)
         indices = None
         if window.is_global and not with_indices:
@@ -647,10 +657,7 @@ def _plan_adaptive_max_pool(call: Call) -> Emit:
             y = g.cast(y, out_ncx, dtype)
         results = [_back(g, y, out_ncx, dtype, data_format)]
         if indices is not None:
-            index_dtype = np.dtype(call.outputs[1].dtype)
-            if index_dtype != np.int64:
-                indices = g.cast(indices, out_ncx, index_dtype)
-            results.append(_back(g, indices, out_ncx, index_dtype, data_format))
+            results.append(_indices_output(g, call, indices, out_ncx, data_format))
         return results
 
     return emit
@@ -664,9 +671,7 @@ def _plan_adaptive_avg_pool(call: Call) -> Emit:
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
-        x, ncx = _ncx(g, operands[0], window.shape, dtype, data_format)
-        if compute != dtype:
-            x = g.cast(x, ncx, compute)
+        x, ncx = _ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = _ncx_shape(window.out_shape, data_format)
         if window.is_global:
             y = g.op("GlobalAveragePool", x, shape=out_ncx, dtype=compute)
