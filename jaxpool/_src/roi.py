@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental.layout import Layout, with_layout_constraint
 
 from jaxpool._src import dispatch
 from jaxpool._src import window as window_lib
+from jaxpool._src.layout import row_major
 
 
 def check_features(x: jax.Array, data_format: str, name: str = "x") -> tuple[int, int, int, int]:
@@ -136,8 +136,8 @@ def product(a: Any, b: Any) -> jax.Array:
 
 
 def channels_last(x: jax.Array, data_format: str) -> jax.Array:
-    """``x`` as ``[N, H, W, C]``, stored so: a transpose, or on a CPU its program in
-    :mod:`jaxpool._src.cpu.layout`."""
+    """``x`` as ``[N, H, W, C]``, stored so: a transpose written out row-major
+    (:mod:`jaxpool._src.layout`), or on a CPU its program in :mod:`jaxpool._src.cpu.layout`."""
     if data_format == "NXC":
         return x
     return dispatch.run("channels_last", lambda a: row_major(jnp.moveaxis(a, 1, -1)), x)
@@ -151,19 +151,9 @@ def from_channels_last(y: jax.Array, data_format: str) -> jax.Array:
     return dispatch.run("from_channels_last", lambda a: jnp.moveaxis(row_major(a), -1, 1), y)
 
 
-def row_major(a: jax.Array) -> jax.Array:
-    """``a`` stored in row-major order.  XLA's GPU layout assignment would otherwise make a
-    transpose next to the gathers a change of their operand's (or result's) layout, so that
-    every gather of a channel vector reads it with a stride of ``H * W`` elements.
-
-    XLA's partitioner does not partition the constraint: under a sharded ``jit`` it gathers
-    the shards first.  A CPU, whose programs keep their layouts, goes without it
-    (:func:`stored_row_major`)."""
-    return with_layout_constraint(a, Layout(tuple(range(a.ndim))))
-
-
 def stored_row_major(a: jax.Array) -> jax.Array:
-    """:func:`row_major` but on a CPU, where ``a`` is returned as it is."""
+    """:func:`jaxpool._src.layout.row_major` but on a CPU, where ``a`` is returned as it is
+    (XLA's CPU backend keeps the layouts its programs are written in)."""
     return dispatch.run("row_major", row_major, a)
 
 

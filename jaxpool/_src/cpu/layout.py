@@ -38,7 +38,7 @@ def from_channels_last(y: jax.Array) -> jax.Array:
 
 def as_stored(a: jax.Array) -> jax.Array:
     """``a`` as it is: XLA's CPU backend keeps the row-major layout that
-    :func:`jaxpool._src.roi.row_major` asks an accelerator for."""
+    :func:`jaxpool._src.layout.row_major` asks an accelerator for."""
     return a
 
 
