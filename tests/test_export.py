@@ -6,7 +6,8 @@ bytes serialized and deserialized, and the deserialized artifact called on the C
 bits as the direct call.  Each row computes, in one program, the function in both layouts and
 every dtype it takes (the PyTorch functions in PyTorch's layout) and the vector-Jacobian
 product of its floating output in its differentiable argument.  The table must name every
-public function: a function added without its row fails :func:`test_every_public_function_has_a_row`.
+public function: a function added without its row fails
+:func:`test_every_public_function_has_a_row`.
 """
 
 from __future__ import annotations
