@@ -211,12 +211,13 @@ def test_oldest_releases_are_the_declared_lower_bounds():
 
 def test_ci_runs_the_readme_command_in_new_environments():
     """``.ci/run`` takes the README's test command from the README and runs it in a virtual
-    environment it makes in a temporary folder (and removes), then the op tests on the
-    oldest releases, in another."""
+    environment it makes in a temporary folder (and removes), then the torchax extra as pip
+    resolves it and the op tests on the oldest releases, each in another."""
     script = (ROOT / ".ci" / "run").read_text()
     assert "awk '/^Run the tests:/" in script and 'eval "$cmd"' in script
     assert "work=$(mktemp -d" in script and "trap 'rm -rf \"$work\"' EXIT" in script
-    assert script.count("\nnew_env ") == 2 and '-m venv "$work/$1"' in script
+    assert script.count("\nnew_env ") == 3 and '-m venv "$work/$1"' in script
+    assert 'pip install -q -e ".[torchax]"' in script and "tests/test_torchax.py" in script
     assert "-c .ci/oldest.txt" in script
     readme = (ROOT / "README.md").read_text()
     assert (

@@ -163,61 +163,84 @@ def _torchvision_table() -> dict[str, Callable[..., Any]]:
     }
 
 
-class _DroppedOverload:
-    """Stands for an operator overload this PyTorch no longer has (see `_tolerant_overloads`)."""
+class _Dropped:
+    """Stands for an operator, or an overload, this PyTorch no longer has (see
+    `_tolerant_overloads`); its overloads are dropped too."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
+    def __getattr__(self, key: str) -> _Dropped:
+        if key.startswith("__"):
+            raise AttributeError(key)
+        return _Dropped(f"{self.name}.{key}")
+
     def __repr__(self) -> str:
-        return f"<dropped overload {self.name}>"
+        return f"<dropped {self.name}>"
 
 
 @contextlib.contextmanager
 def _tolerant_overloads() -> Iterator[None]:
-    """Lets torchax's tables name the named-tensor overloads that PyTorch 2.13 removed.
+    """Lets torchax's tables name the ``aten`` operators and overloads that PyTorch removed.
 
-    torchax 0.0.13 lists ``aten.prod.dim_Dimname``, ``aten.all.dimname``, ... in its
-    autocast and decomposition tables, built when it is imported; PyTorch 2.13 has none of
-    them, so the import fails with an ``AttributeError``.  While torchax imports, such a name
-    gives a placeholder that matches no operator: the tables lose the overloads PyTorch has no
-    more, and nothing else changes.
+    torchax 0.0.13 lists ``aten.prod.dim_Dimname``, ``aten.all.dimname`` (named-tensor
+    overloads, gone in PyTorch 2.13), ``aten.cholesky`` (gone in 2.14), ... in its autocast
+    and decomposition tables, built when it is imported, so the import fails with an
+    ``AttributeError``.  While torchax imports, such a name gives a placeholder that matches no
+    operator: the tables lose what PyTorch has no more, and nothing else changes.
     """
     import torch
 
-    packet = torch._ops.OpOverloadPacket
-    original = packet.__getattr__
+    packet, namespace = torch._ops.OpOverloadPacket, torch._ops._OpNamespace
+    overload, operator = packet.__getattr__, namespace.__getattr__
 
-    def getattr_(self: Any, key: str) -> Any:
+    def overload_(self: Any, key: str) -> Any:
         try:
-            return original(self, key)
+            return overload(self, key)
         except AttributeError:
             if "name" in key.lower() and not key.startswith("__"):
-                return _DroppedOverload(f"{self}.{key}")
+                return _Dropped(f"{self}.{key}")
             raise
 
-    packet.__getattr__ = getattr_  # type: ignore[method-assign]
+    def operator_(self: Any, key: str) -> Any:
+        try:
+            return operator(self, key)
+        except AttributeError:
+            if self.name == "aten" and not key.startswith("__"):
+                return _Dropped(f"aten.{key}")
+            raise
+
+    packet.__getattr__ = overload_  # type: ignore[method-assign]
+    namespace.__getattr__ = operator_  # type: ignore[method-assign]
     try:
         yield
     finally:
-        packet.__getattr__ = original  # type: ignore[method-assign]
+        packet.__getattr__ = overload  # type: ignore[method-assign]
+        namespace.__getattr__ = operator  # type: ignore[method-assign]
 
 
 def _import_torchax() -> Any:
     try:
-        import torchax
-        import torchax.decompositions  # noqa: F401  (imported by torchax's first environment)
+        return _torchax_with_tables()
     except ImportError as error:
         raise ImportError(
             "jaxpool.torch.register_torchax needs torchax: `pip install torchax`."
         ) from error
     except AttributeError:
-        # An overload torchax names is gone from this PyTorch: import again, tolerating it.
+        # An operator torchax names is gone from this PyTorch: import again, tolerating it.
         for name in [m for m in sys.modules if m == "torchax" or m.startswith("torchax.")]:
             del sys.modules[name]
         with _tolerant_overloads():
-            import torchax
-            import torchax.decompositions  # noqa: F401
+            return _torchax_with_tables()
+
+
+def _torchax_with_tables() -> Any:
+    """torchax, with the modules that build its operator tables (imported by its first
+    environment otherwise, outside :func:`_tolerant_overloads`)."""
+    import torchax
+    import torchax.decompositions  # noqa: F401
+    from torchax.ops import jaten, jc10d, jtorch, jtorchvision_nms  # noqa: F401
+
     return torchax
 
 
@@ -246,9 +269,9 @@ def register_torchax(env: Any = None) -> None:
     torchax differentiates them through JAX, so gradients are jaxpool's, which equal
     PyTorch's.
 
-    torchax 0.0.13 does not import beside PyTorch 2.13, whose operators no longer have the
-    named-tensor overloads its tables name; this call imports it tolerating those (they match
-    no operator), so on PyTorch 2.13 call it before importing torchax.
+    torchax 0.0.13 does not import beside PyTorch 2.13 and newer, which removed operators and
+    overloads its tables name (the named-tensor overloads, ``aten.cholesky``); this call
+    imports it tolerating those (they match no operator), so call it before importing torchax.
 
     Args:
       env: the ``torchax`` environment to register in; ``torchax.default_env()`` if ``None``.
