@@ -171,6 +171,22 @@ def test_aten_fractional_max_pool_equals_pytorch(torchax, n):
     _assert_equal(got, expected)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_aten_max_unpool_equals_pytorch(torchax, n):
+    """The operator carries only ``output_size``: the indices are checked against it."""
+    x = torch.randn(2, 3, *(9, 8, 6)[:n], generator=torch.Generator().manual_seed(3))
+    values, indices = getattr(torch.nn.functional, f"max_pool{n}d")(x, 2, return_indices=True)
+    operator = getattr(torch.ops.aten, f"max_unpool{n}d").default
+    size = list(x.shape[2:])
+    extra = ([2] * n, [0] * n) if n == 3 else ()
+    expected = operator(values, indices, size, *extra)
+    with torchax.default_env():
+        got = operator(values.to("jax"), indices.to("jax"), size, *extra)
+        _assert_equal(got, expected)
+        with pytest.raises(ValueError, match="outside `output_shape`"):
+            operator(values.to("jax"), indices.to("jax"), [s - 2 for s in size], *extra)
+
+
 def test_torchax_alone_has_no_fractional_max_pool(torchax, net):
     # A fresh environment holds torchax's own lowerings only: this is jaxpool's.
     _, x, samples = net

@@ -111,6 +111,15 @@ def _aten_fractional(name: str) -> Callable[..., Any]:
     return bound
 
 
+def _aten_max_unpool(nd: int) -> Callable[..., Any]:
+    # The operator carries no kernel or stride to check `output_size` against, as the
+    # functional does: the indices themselves are checked against it.
+    def bound(self, indices, output_size, stride=None, padding=None):
+        return torch_nn.unpool_to(nd, self, indices, lambda y: tuple(output_size))
+
+    return bound
+
+
 def _aten_table() -> dict[str, Callable[..., Any]]:
     """``aten`` operator (``name.overload``) -> its binding, with the schema's arguments."""
     table: dict[str, Callable[..., Any]] = {}
@@ -122,8 +131,7 @@ def _aten_table() -> dict[str, Callable[..., Any]]:
         )
         table[f"_adaptive_avg_pool{n}d.default"] = _aten_adaptive(f"adaptive_avg_pool{n}d")
         table[f"fractional_max_pool{n}d.default"] = _aten_fractional(f"fractional_max_pool{n}d")
-    # `aten.max_unpool2d` carries no kernel or stride, which the front end's `max_unpool2d`
-    # checks `output_size` against: unpooling binds at the functional level only.
+        table[f"max_unpool{n}d.default"] = _aten_max_unpool(n)
     return table
 
 
@@ -263,7 +271,8 @@ def register_torchax(env: Any = None) -> None:
     has (``max_pool*d``, ``avg_pool*d``, ``lp_pool*d``, ``adaptive_*_pool*d``,
     ``max_unpool*d``), and the ``aten`` operators they reach (``max_pool{2,3}d_with_indices``,
     ``avg_pool{2,3}d``, ``adaptive_max_pool{2,3}d``, ``_adaptive_avg_pool{2,3}d``,
-    ``fractional_max_pool{2,3}d``, whose random samples PyTorch draws from torchax's key),
+    ``fractional_max_pool{2,3}d``, whose random samples PyTorch draws from torchax's key,
+    ``max_unpool{2,3}d``, whose indices are checked against its ``output_size``),
     and, where ``torchvision`` imports, its ``roi_align``, ``ps_roi_align`` and
     ``ps_roi_pool`` operators (``MultiScaleRoIAlign`` included, which calls ``roi_align``).
     torchax differentiates them through JAX, so gradients are jaxpool's, which equal

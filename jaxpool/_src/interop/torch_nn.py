@@ -268,10 +268,26 @@ def _unpool_size(
 
 
 def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
-    name = f"max_unpool{nd}d"
     kernel = _per_dim("kernel_size", kernel_size, nd, 1)
     strides = _stride(stride, kernel, nd)
     pads = _per_dim("padding", padding, nd, 0)
+
+    def sizes(y):
+        default = tuple(
+            (i - 1) * s - 2 * p + k for i, s, p, k in zip(y.shape[2:], strides, pads, kernel)
+        )
+        return _unpool_size(output_size, default, strides)
+
+    return unpool_to(nd, input, indices, sizes)
+
+
+def unpool_to(
+    nd: int, input: Any, indices: Any, sizes: Callable[[jax.Array], tuple[int, ...]]
+) -> jax.Array:
+    """PyTorch's unpooling of ``input`` at ``indices`` (positions in each plane) into planes
+    of the spatial ``sizes(input)``: its last write wins, and its gradient.  Indices outside
+    the planes are refused where they are concrete (``max_unpool``'s check)."""
+    name = f"max_unpool{nd}d"
     indices = jnp.asarray(indices)
     if indices.shape != jnp.shape(input):
         raise ValueError(
@@ -282,11 +298,7 @@ def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
         indices = indices[None]
 
     def unpool(y):
-        default = tuple(
-            (i - 1) * s - 2 * p + k for i, s, p, k in zip(y.shape[2:], strides, pads, kernel)
-        )
-        sizes = _unpool_size(output_size, default, strides)
-        return max_unpool(y, indices, (*y.shape[:2], *sizes), axis=2, combine="torch")
+        return max_unpool(y, indices, (*y.shape[:2], *sizes(y)), axis=2, combine="torch")
 
     return _over_batch(name, nd, input, unpool)
 
