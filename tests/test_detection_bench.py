@@ -20,6 +20,7 @@ import sys
 # openvino and matplotlib are in the test extra: a missing one fails, never skips.
 import matplotlib  # noqa: F401
 import openvino  # noqa: F401
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -27,6 +28,9 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import benchmark_summary  # noqa: E402
 import detection  # noqa: E402
+
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
 
 
 def _quick_run(tmp_path_factory):

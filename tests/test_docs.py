@@ -34,6 +34,9 @@ import myst_nb  # noqa: E402, F401
 import sphinx  # noqa: E402, F401
 import sphinx_book_theme  # noqa: E402, F401
 
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
+
 
 def _built_site(tmp_path_factory) -> pathlib.Path:
     """Runs the README's build command, ``sphinx-build -W -b html docs <out>``, once, on a copy

@@ -12,6 +12,9 @@ import pytest
 
 import jaxpool
 
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
+
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -9,6 +9,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
+
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 
 

@@ -21,6 +21,7 @@ import tarfile
 import venv
 import zipfile
 
+import pytest
 from packaging.version import Version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -28,6 +29,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # `build` and `twine` are in the test extra: a missing one fails, never skips.
 import build  # noqa: E402, F401
 import twine  # noqa: E402, F401
+
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "jaxpool")
 

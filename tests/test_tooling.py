@@ -13,6 +13,9 @@ import sys
 
 import pytest
 
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

@@ -23,6 +23,7 @@ import sys
 import flax  # noqa: E402, F401
 import matplotlib  # noqa: E402, F401
 import optax  # noqa: E402, F401
+import pytest
 import torch  # noqa: E402, F401
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
@@ -30,6 +31,9 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import training  # noqa: E402
 from bench import LAYOUTS, MODES  # noqa: E402
+
+# A whole-program check: not part of the default run (pyproject.toml's `addopts`).
+pytestmark = pytest.mark.whole_program
 
 # One group per path: every op in both modes and both layouts among them, each peer (PyTorch
 # in both layouts, ``reduce_window``, the XLA reduction and their gradients), the indices of
