@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting
+from jaxpool._src import bin_reads, exporting
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -121,7 +121,7 @@ def _deformable_psroi_pool(
     lead = (batch[:, None, None], i[None, :, None], i[None, None, :])
 
     def pool_class(xg_k, y_index, y_weight, x_index, x_weight):
-        return roi_lib.pool_samples(xg_k, lead, y_index, y_weight, x_index, x_weight, "avg")
+        return bin_reads.pool_samples(xg_k, lead, y_index, y_weight, x_index, x_weight)
 
     # Each class reads its own channels at its own positions: the class is a batch axis of the
     # reads (no channel moves between classes).

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting
+from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.roi_align import MODES
@@ -27,7 +27,7 @@ _OPENVINO_SIZE, _OPENVINO_LEVEL = 224.0, 2
 class Pyramid:
     """The static attributes of a multi-level ROIAlign, checked (a hashable ``jit`` argument)."""
 
-    align: roi_lib.Align
+    align: sampling.Align
     spatial_scales: tuple[float, ...]
     mode: str
     level_rule: str
@@ -107,7 +107,7 @@ def _multilevel_roi_align(
     per_level = np.array([(s[2], s[3]) for s in ncx], np.int32)
     coords = roi_lib.compute_dtype(dtype, rois.dtype)
     scale = jnp.asarray(np.array(attrs.spatial_scales, coords))[level]
-    y, x = roi_lib.aligned_axes(
+    y, x = sampling.aligned_axes(
         rois,
         dtype,
         align,
@@ -118,7 +118,7 @@ def _multilevel_roi_align(
         at_least_one=True if attrs.level_rule == "openvino" else None,
     )
     batch, inside = roi_lib.batch_or_zero(batch_indices, n)
-    pooled = roi_lib.pool_boxes(xt, (batch[:, None, None],), y, x, inside & keep, attrs.mode)
+    pooled = sampling.pool_boxes(xt, (batch[:, None, None],), y, x, inside & keep, attrs.mode)
     return roi_lib.from_channels_last(pooled.astype(dtype), align.data_format)
 
 
@@ -248,7 +248,7 @@ def multilevel_roi_align(
     rois, batch_indices = jnp.asarray(rois), jnp.asarray(batch_indices)
     roi_lib.check_batch_indices(batch_indices, roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)"))
     scales = _check_scales(spatial_scales, len(maps))
-    align = roi_lib.Align.of(output_size, 1.0, sampling_ratio, aligned_mode, data_format)
+    align = sampling.Align.of(output_size, 1.0, sampling_ratio, aligned_mode, data_format)
     window_lib.choice("mode", mode, MODES)
     window_lib.choice("level_rule", level_rule, LEVEL_RULES)
     size = roi_lib.static_float("canonical_size", canonical_size)

@@ -10,14 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting
+from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
 def _psroi_align(
-    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: roi_lib.Align
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align
 ) -> jax.Array:
     n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     out_h, out_w = attrs.output_size
@@ -25,7 +25,7 @@ def _psroi_align(
     empty = roi_lib.nothing_read(n, num_rois, dim, attrs.output_size, x.dtype, attrs.data_format)
     if empty is not None:
         return empty
-    y, x_axis = roi_lib.aligned_axes(rois, x.dtype, attrs, (height, width))
+    y, x_axis = sampling.aligned_axes(rois, x.dtype, attrs, (height, width))
     batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     # Channel (c * out_h + i) * out_w + j serves bin (i, j) of output channel c: the map as
     # [N, out_h, out_w, H, W, D], read at the batch index and the bin.
@@ -33,7 +33,7 @@ def _psroi_align(
     xg = xt.reshape(n, height, width, dim, out_h, out_w).transpose(0, 4, 5, 1, 2, 3)
     i = jnp.arange(out_h, dtype=np.int32)[None, :, None]
     j = jnp.arange(out_w, dtype=np.int32)[None, None, :]
-    pooled = roi_lib.pool_boxes(xg, (batch[:, None, None], i, j), y, x_axis, inside, "avg")
+    pooled = sampling.pool_boxes(xg, (batch[:, None, None], i, j), y, x_axis, inside, "avg")
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
@@ -111,7 +111,7 @@ def psroi_align(
       [[2.5, 20.5], [42.5, 60.5]]
     """
     x, rois, batch_indices = roi_lib.align_inputs(x, rois, batch_indices, data_format)
-    attrs = roi_lib.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
+    attrs = sampling.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
     _, channels, _, _ = window_lib.to_ncx_shape(x.shape, data_format)
     out_h, out_w = attrs.output_size
     if channels % (out_h * out_w):

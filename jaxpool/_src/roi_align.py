@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from jaxpool._src import exporting
+from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -20,7 +20,7 @@ ONNX_MAX = "onnx_max"
 
 @functools.partial(jax.jit, static_argnames=("attrs", "mode"))
 def _roi_align(
-    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: roi_lib.Align, mode: str
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align, mode: str
 ) -> jax.Array:
     n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     empty = roi_lib.nothing_read(
@@ -28,10 +28,10 @@ def _roi_align(
     )
     if empty is not None:
         return empty
-    y, x_axis = roi_lib.aligned_axes(rois, x.dtype, attrs, (height, width))
+    y, x_axis = sampling.aligned_axes(rois, x.dtype, attrs, (height, width))
     batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     xt = roi_lib.channels_last(x, attrs.data_format)
-    pooled = roi_lib.pool_boxes(xt, (batch[:, None, None],), y, x_axis, inside, mode)
+    pooled = sampling.pool_boxes(xt, (batch[:, None, None],), y, x_axis, inside, mode)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
@@ -135,6 +135,6 @@ def roi_align_any_mode(
 ) -> jax.Array:
     """:func:`roi_align` with ``mode`` one of ``modes``: by default also :data:`ONNX_MAX`."""
     x, rois, batch_indices = roi_lib.align_inputs(x, rois, batch_indices, data_format)
-    attrs = roi_lib.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
+    attrs = sampling.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
     window_lib.choice("mode", mode, modes)
     return _roi_align(x, rois, batch_indices, attrs, mode)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting
+from jaxpool._src import exporting, sample_axes, sampling
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
@@ -51,7 +51,7 @@ def _roi_align_rotated(
     along_y = corner_y * cos[:, None] + corner_x * sin[:, None]
     along_x = corner_x * cos[:, None] - corner_y * sin[:, None]
     extent = math.hypot(height + 1, width + 1)
-    y = roi_lib.axis_samples(
+    y = sample_axes.axis_samples(
         -roi_h / 2,
         roi_h,
         out_h,
@@ -59,7 +59,7 @@ def _roi_align_rotated(
         height,
         interval=(along_y.min(1)[:, None], along_y.max(1)[:, None], extent),
     )
-    x_axis = roi_lib.axis_samples(
+    x_axis = sample_axes.axis_samples(
         -roi_w / 2,
         roi_w,
         out_w,
@@ -70,10 +70,11 @@ def _roi_align_rotated(
     batch, inside = roi_lib.batch_or_zero(batch_indices, n)
     xt = roi_lib.channels_last(x, data_format)
 
-    def program(bound_y: int, bound_x: int) -> jax.Array:
-        ys, y_scale = y.positions(bound_y, average=True)
-        xs, x_scale = x_axis.positions(bound_x, average=True)
-        # The grid (R, out_h, bound_y, out_w, bound_x), rotated into the map.
+    def corners(params, y, x_axis, top, left, side):
+        cos, sin, center_y, center_x, inside = params
+        ys, y_scale = y.positions(top, side)
+        xs, x_scale = x_axis.positions(left, side)
+        # The grid (R, out_h, side, out_w, side), rotated into the map.
         py, px = ys[:, :, :, None, None], xs[:, None, None]
         c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
         sample_y = py * c - px * s + center_y[:, None, None, None, None]
@@ -83,11 +84,10 @@ def _roi_align_rotated(
         y_scale = y_scale * inside.astype(dtype)[:, None, None]
         y_weight = y_weight * y_scale[:, :, :, None, None, None]
         x_weight = x_weight * x_scale[:, None, None, :, :, None]
-        return roi_lib.pool_samples(
-            xt, (batch[:, None, None],), y_index, y_weight, x_index, x_weight, "avg"
-        )
+        return y_index, y_weight, x_index, x_weight
 
-    pooled = roi_lib.by_reach((y, x_axis), program)
+    params = (cos, sin, center_y, center_x, inside)
+    pooled = sampling.pool_tiles(xt, (batch[:, None, None],), y, x_axis, corners, params)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
 
