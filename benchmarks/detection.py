@@ -43,9 +43,11 @@ per-level sum, 0.2x the OpenVINO extractor (NCX), 1.5x the gather floor, NCX at 
 forward+backward at most 3x its forward, compile (``lower`` + ``compile``) at most 2 s, and on
 the Mask R-CNN boxes ``sampling_ratio=0`` at most 2x ``sampling_ratio=2``;
 ``roi_align(sampling_ratio=0)`` with adaptive counts of at most 2 at most 1.5x
-``sampling_ratio=2`` (``small-bins`` and ``small-bins-vmap``).  The compile time of
-``multilevel_roi_align`` is also reported as a first call from cleared caches (``first call s``:
-tracing, compilation and one run).
+``sampling_ratio=2`` (``small-bins`` and ``small-bins-vmap``); the compile time of
+``sampling_ratio=0`` at most 2x that of ``sampling_ratio=2`` (every adaptive group:
+``multilevel_roi_align`` and ``roi_align``, each compile time the median of ``--compiles``).
+The compile time of ``multilevel_roi_align`` is also reported as a first call from cleared
+caches (``first call s``: tracing, compilation and one run).
 
 The method is ``bench.py``'s: the contenders of a group run interleaved round by round in a
 rotating order after a warm-up, each timed stretch after ``--settle-ms`` of idle time; JAX
@@ -98,6 +100,7 @@ NCX_VS_NXC = 1.3
 VS_GATHER = 1.5
 SMALL_BINS_VS_FIXED = 1.5
 ADAPTIVE_VS_FIXED = 2.0
+COMPILE_VS_FIXED = 2.0
 
 # --------------------------------------------------------------------------------------------
 # Workloads.
@@ -170,8 +173,7 @@ SCALES = {
 }
 ADAPTIVE = ("small-bins", "small-bins-vmap", "issue")
 # ``--quick`` runs these groups unless ``--only`` names others: every contender, the forward
-# reference, both modes, adaptive sampling and vmap.  The programs of adaptive sampling take
-# several times longer to compile than those of a fixed ratio, hence one group of them.
+# reference, both modes, adaptive sampling and vmap.
 QUICK = ("box/sr2/fwd", "mask/sr2/fwd+bwd", "small-bins-vmap/fwd+bwd")
 
 
@@ -611,6 +613,13 @@ def ratio_target(by_name: dict[str, Contender], a: str, b: str, limit: float) ->
     return Target(f"{a} / {b}", value, limit)
 
 
+def compile_target(by_name: dict[str, Contender], a: str, b: str, limit: float) -> Target:
+    """The ratio of two contenders' compile times (``lower`` + ``compile``)."""
+    times = [by_name[n].compile_s if n in by_name else None for n in (a, b)]
+    value = times[0] / times[1] if None not in times and times[1] else None
+    return Target(f"{a} compile / {b} compile", value, limit)
+
+
 def detection_group(head: Head, ratio: int, mode: str, data: dict, args, opts: Options) -> dict:
     """One head with one sampling ratio in one mode, both layouts, timed in the same rounds."""
     pyramid: Pyramid = data["pyramid"]
@@ -638,17 +647,18 @@ def detection_group(head: Head, ratio: int, mode: str, data: dict, args, opts: O
             programs.append(("multilevel fwd", ml))
         if ratio != 2:
             programs.append(("multilevel sr=2", multilevel_fn(out, scales, 2, layout, canonical)))
+        # The compile times of a target's ratio, each the median of --compiles.
+        timed = ("multilevel", "multilevel sr=2")
         for what, fn in programs:
             name = f"{what.split()[0]}-{layout}" + "".join(f" {w}" for w in what.split()[1:])
             args_ = (feats, r, b)
             if backward and what != "multilevel fwd":
                 fn, args_ = with_backward(fn), (feats, r, b, ct)
-            if what == "multilevel":
-                c = compiled(name, fn, *args_, opts=opts, compiles=opts.compiles)
-                if c is not None:
-                    first_calls[name] = first_call_s(fn, *args_)
-            else:
-                c = compiled(name, fn, *args_, opts=opts)
+            c = compiled(
+                name, fn, *args_, opts=opts, compiles=opts.compiles if what in timed else 1
+            )
+            if c is not None and what == "multilevel":
+                first_calls[name] = first_call_s(fn, *args_)
             if c is not None:
                 cs.append(c)
         parts = []
@@ -706,6 +716,7 @@ def detection_group(head: Head, ratio: int, mode: str, data: dict, args, opts: O
             targets.append(ratio_target(by_name, ml, f"{ml} fwd", BWD_VS_FWD))
         if ratio != 2:
             targets.append(ratio_target(by_name, ml, f"{ml} sr=2", ADAPTIVE_VS_FIXED))
+            targets.append(compile_target(by_name, ml, f"{ml} sr=2", COMPILE_VS_FIXED))
         compile_s = by_name[ml].compile_s if ml in by_name else None
         targets.append(Target(f"{ml} compile", compile_s, COMPILE_S, "s"))
     targets.append(ratio_target(by_name, "multilevel-NCX", "multilevel-NXC", NCX_VS_NXC))
@@ -742,15 +753,18 @@ def adaptive_group(name: str, mode: str, data: dict, args, opts: Options) -> dic
                 shape = jax.eval_shape(fn, *args_).shape
                 ct = jnp.asarray(np.random.default_rng(1).standard_normal(shape, np.float32))
                 fn, args_ = with_backward(fn), (*args_, ct)
-            c = compiled(f"sr={ratio}-{layout}", fn, *args_, opts=opts)
+            c = compiled(f"sr={ratio}-{layout}", fn, *args_, opts=opts, compiles=opts.compiles)
             if c is not None:
                 cs.append(c)
     bench.interleaved(cs, **bench.timing(args))
     by_name = {c.name: c for c in cs}
     rows = rows_of(cs, None, lambda n: n.replace("sr=2", "sr=0"))
-    targets = []
+    targets = [
+        compile_target(by_name, f"sr=0-{layout}", f"sr=2-{layout}", COMPILE_VS_FIXED)
+        for layout in LAYOUTS
+    ]
     if name != "issue":
-        targets = [
+        targets += [
             ratio_target(by_name, f"sr=0-{layout}", f"sr=2-{layout}", SMALL_BINS_VS_FIXED)
             for layout in LAYOUTS
         ]
@@ -882,7 +896,14 @@ TABLE: tuple[tuple[str, Callable[[dict], str]], ...] = (
     ("openvino ms", lambda g: bench.cell(g, "openvino", "median_s", ".5g", 1e3)),
     ("sr=0 ms", _per_layout("sr=0-{L}")),
     ("sr=2 ms", _per_layout("sr=2-{L}", "multilevel-{L} sr=2")),
-    ("compile s", _per_layout("multilevel-{L}", key="compile_s", spec=".2f", scale=1.0)),
+    (
+        "compile s",
+        _per_layout("multilevel-{L}", "sr=0-{L}", key="compile_s", spec=".2f", scale=1.0),
+    ),
+    (
+        "sr=2 compile s",
+        _per_layout("multilevel-{L} sr=2", "sr=2-{L}", key="compile_s", spec=".2f", scale=1.0),
+    ),
     ("targets", _targets),
 )
 
@@ -916,7 +937,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compiles",
         type=int,
-        help="compilations per compile time of multilevel_roi_align, median (default 3)",
+        help="compilations per compile time of multilevel_roi_align and of the programs the "
+        "compile targets compare, median (default 3)",
     )
     parser.add_argument(
         "--max-temp-gib",

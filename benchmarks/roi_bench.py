@@ -1,9 +1,10 @@
 """Benchmark of ``jaxpool.roi_align`` on a Mask R-CNN box head, on the CPU.
 
 Workload: features ``2 x 256 x 200 x 272`` (a P2 level of an 800 x 1088 image), 1000 boxes,
-``7 x 7`` bins, ``sampling_ratio=2``, ``aligned_mode="half_pixel_for_nn"`` (torchvision's
-``aligned=True``), ``spatial_scale=1/4``; forward, and forward+backward (the gradient in the
-features of ``sum(y * ct)``).
+``7 x 7`` bins, ``sampling_ratio=2`` (``--sampling-ratio``; 0 is adaptive sampling),
+``aligned_mode="half_pixel_for_nn"`` (torchvision's ``aligned=True``), ``spatial_scale=1/4``;
+forward, and forward+backward (the gradient in the features of ``sum(y * ct)``).  Each JAX
+contender's compile time (``lower`` + ``compile``) is printed with its time.
 
 The method is ``bench.py``'s: the contenders run interleaved round by round in a rotating
 order after a warm-up (a slow moment of a shared machine hits all of them alike), each timed
@@ -15,9 +16,11 @@ is the median over rounds and the reported ratio the median over rounds of the p
   output in the same layout);
 * ``plain-jax``: the textbook JAX program (a gather of the four neighbours of every sample
   from the NCX features by advanced indexing, weighted and averaged), differentiated by JAX;
+  a fixed sampling ratio only (it is left out with ``--sampling-ratio 0``);
 * ``openvino``: the OpenVINO CPU runtime's ROIAlign-9, f32, two threads, forward only.
 
-Run ``python benchmarks/roi_bench.py [--rounds 7] [--boxes 1000] [--json out.json]``.
+Run ``python benchmarks/roi_bench.py [--rounds 7] [--boxes 1000] [--sampling-ratio 2]
+[--json out.json]``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ SCALE = 0.25
 
 
 def plain_roi_align(x: jax.Array, rois: jax.Array, batch: jax.Array) -> jax.Array:
-    """The textbook JAX ROIAlign (``aligned=True``, fixed sampling ratio) on NCX features."""
+    """The textbook JAX ROIAlign (``aligned=True``, sampling ratio ``RATIO``) on NCX features."""
     _, _, height, width = x.shape
     x1, y1, x2, y2 = (rois[:, i] * SCALE - 0.5 for i in range(4))
     offsets = (jnp.arange(OUT)[:, None] + (jnp.arange(RATIO) + 0.5) / RATIO).reshape(-1)
@@ -81,7 +84,7 @@ def workload(boxes: int, seed: int = 0):
     return x, rois.astype(np.float32), batch
 
 
-def roi_align_fn(data_format: str):
+def roi_align_fn(data_format: str, ratio: int = RATIO):
     def f(x, rois, batch):
         y = jaxpool.roi_align(
             x,
@@ -89,7 +92,7 @@ def roi_align_fn(data_format: str):
             batch,
             OUT,
             spatial_scale=SCALE,
-            sampling_ratio=RATIO,
+            sampling_ratio=ratio,
             aligned_mode="half_pixel_for_nn",
             data_format=data_format,
         )
@@ -110,7 +113,7 @@ def roi_contender(name: str, f, x, rois, batch, backward: bool) -> Contender:
     return bench.jax_contender(name, f, x, rois, batch, compiles=1)
 
 
-def openvino_contender(x, rois, batch) -> Contender:
+def openvino_contender(x, rois, batch, ratio: int = RATIO) -> Contender:
     import openvino as ov
     import openvino.opset9 as ops
 
@@ -123,7 +126,7 @@ def openvino_contender(x, rois, batch) -> Contender:
         bp,
         pooled_h=OUT,
         pooled_w=OUT,
-        sampling_ratio=RATIO,
+        sampling_ratio=ratio,
         spatial_scale=SCALE,
         mode="avg",
         aligned_mode="half_pixel_for_nn",
@@ -137,13 +140,17 @@ def openvino_contender(x, rois, batch) -> Contender:
 
 
 def report(title: str, contenders: list[Contender]) -> dict[str, dict[str, float]]:
-    """Prints and returns each contender's median and its paired ratio ``jaxpool-NCX / it``."""
+    """Prints and returns each contender's median, compile time (JAX contenders) and paired
+    ratio ``jaxpool-NCX / it``."""
     print(title)
     ref = contenders[0]
     result = {}
     for c in contenders:
         result[c.name] = {"median_ms": 1e3 * statistics.median(c.times)}
         line = f"  {c.name:12s} {result[c.name]['median_ms']:9.1f} ms"
+        if c.compile_s is not None:
+            result[c.name]["compile_s"] = c.compile_s
+            line += f"   compile {c.compile_s:5.2f} s"
         if c is not ref:
             ratio = bench.paired_ratio(ref, c)
             line += f"   {ref.name} / {c.name} = {ratio:.2f}"
@@ -156,6 +163,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--boxes", type=int, default=1000)
+    parser.add_argument(
+        "--sampling-ratio",
+        type=int,
+        default=RATIO,
+        help=f"samples per bin and axis of jaxpool and OpenVINO, 0 for adaptive (default {RATIO})",
+    )
     parser.add_argument("--json", help="write the medians and ratios to this file")
     args = parser.parse_args(argv)
 
@@ -165,19 +178,22 @@ def main(argv=None) -> None:
     results = {}
     for backward in (False, True):
         contenders = []
-        for name, f, features in (
-            ("jaxpool-NCX", roi_align_fn("NCX"), x_ncx),
-            ("jaxpool-NXC", roi_align_fn("NXC"), x_nxc),
-            ("plain-jax", plain_roi_align, x_ncx),
-        ):
+        programs = [
+            ("jaxpool-NCX", roi_align_fn("NCX", args.sampling_ratio), x_ncx),
+            ("jaxpool-NXC", roi_align_fn("NXC", args.sampling_ratio), x_nxc),
+        ]
+        if args.sampling_ratio == RATIO:
+            programs.append(("plain-jax", plain_roi_align, x_ncx))
+        for name, f, features in programs:
             c = roi_contender(name, f, features, r, b, backward)
             print(f"  compiled {name} ({'fwd+bwd' if backward else 'fwd'}) in {c.compile_s:.1f} s")
             contenders.append(c)
         if not backward:
-            contenders.append(openvino_contender(x, rois, batch))
+            contenders.append(openvino_contender(x, rois, batch, args.sampling_ratio))
         bench.interleaved(contenders, rounds=args.rounds, warmup=1, settle_s=0.05)
         title = "forward+backward" if backward else "forward"
-        results[title] = report(f"{title}, {args.boxes} boxes:", contenders)
+        title_of = f"{title}, {args.boxes} boxes, sampling_ratio={args.sampling_ratio}:"
+        results[title] = report(title_of, contenders)
     if args.json:
         bench.write_json(results, args.json)
 
