@@ -27,7 +27,6 @@ from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
 from jaxpool._src import roi as roi_lib
-from jaxpool._src.bin_reads import UNROLLED_READS
 
 if TYPE_CHECKING:
     from jaxpool._src.sample_axes import Axis
@@ -79,16 +78,16 @@ def _maxima_jvp(mode, primals, tangents):
 
 
 def _layout(y: Axis, x: Axis, ends: bool) -> tuple[int, int, Any, Any]:
-    """``(side_y, side_x, tiles_x, trips)`` of the search: a fixed ratio's grid in one tile
-    (or, where its reads are many, one tile per row), adaptive slots in tiles of one row of
-    ``MAX_TILE``."""
+    """``(side_y, side_x, tiles_x, trips)`` of the search: tiles of one row of slots, a fixed
+    ratio's rows whole, adaptive rows in tiles of ``MAX_TILE``.
+
+    The search is a loop even where its trips are static: its results are then computed once,
+    where XLA would otherwise repeat the chain in each of the derivative's uses of the winner.
+    """
     if y.adaptive:
         tiles_x = x.tiles(MAX_TILE, ends)
         return 1, MAX_TILE, tiles_x, y.tiles(1, ends) * tiles_x
-    ratio = y.top
-    if ratio * ratio * 4 <= UNROLLED_READS:
-        return ratio, ratio, 1, 1
-    return 1, ratio, 1, ratio
+    return 1, y.top, 1, y.top
 
 
 def _search(xt, lead, y: Axis, x: Axis, keep, mode):
@@ -131,11 +130,7 @@ def _search(xt, lead, y: Axis, x: Axis, keep, mode):
 
     shape = (*y.first.shape, x.first.shape[1], xt.shape[-1])
     init = (jnp.zeros(shape, y.first.dtype), jnp.full(shape, -1, np.int32))
-    if isinstance(trips, int) and trips == 1:
-        # Computed once: XLA would otherwise repeat the chain in each of the winner's users.
-        best, winner = lax.optimization_barrier(tile(0, init))
-    else:
-        best, winner = lax.fori_loop(0, trips, tile, init)
+    best, winner = lax.fori_loop(0, trips, tile, init)
     return best, winner, width
 
 
@@ -167,23 +162,22 @@ def _at_winner(xt, lead, y: Axis, x: Axis, keep, winner, width, mode) -> jax.Arr
     y_index, y_weight = _corners_at(y.expanded(4, 1), lax.div(slot, width), onnx)
     x_index, x_weight = _corners_at(x.expanded(4, 2), lax.rem(slot, width), onnx)
     y_weight = y_weight * keep.astype(y_weight.dtype)[:, None, None, None, None]
-    # Each channel reads its own element: the channel is a batch axis of the gather (and of
-    # its transpose), which a channel-sharded map keeps local.
-    read = jax.vmap(lambda plane, i, j: plane[tuple(lead) + (i, j)], in_axes=-1, out_axes=-1)
-
-    def term(a, b):
-        weight = y_weight[..., a] * x_weight[..., b]
-        return weight * read(xt, y_index[..., a], x_index[..., b]).astype(weight.dtype)
-
     if onnx:
         corners = _outside_reads_origin(y_index, y_weight, x_index, x_weight, y.offset, x.offset)
         y_index, y_weight, x_index, x_weight = corners
         a, b = (winner % 4) // 2, winner % 2
         y_index, y_weight = (jnp.take_along_axis(v, a[..., None], -1) for v in (y_index, y_weight))
         x_index, x_weight = (jnp.take_along_axis(v, b[..., None], -1) for v in (x_index, x_weight))
-        value = term(0, 0)
-    else:
-        value = term(0, 0) + term(0, 1) + term(1, 0) + term(1, 1)
+    # Each channel reads its own elements, all corners in one gather: the channel is a batch
+    # axis of the gather (and of its transpose), which a channel-sharded map keeps local.
+    lead = tuple(i[..., None, None] for i in lead)
+    read = jax.vmap(
+        lambda plane, i, j: plane[lead + (i[..., :, None], j[..., None, :])],
+        in_axes=(-1, 3, 3),
+        out_axes=3,
+    )
+    weight = y_weight[..., :, None] * x_weight[..., None, :]
+    value = (weight * read(xt, y_index, x_index).astype(weight.dtype)).sum((-2, -1))
     return jnp.where(winner >= 0, value, jnp.zeros_like(value))
 
 
