@@ -31,9 +31,9 @@ from jaxpool._src import roi as roi_lib
 if TYPE_CHECKING:
     from jaxpool._src.sample_axes import Axis
 
-# Slots per tile of the adaptive search: 4 samples of 4 corners each, as many reads as a bin of
-# sampling ratio 2.
-MAX_TILE = 4
+# Slots per tile of the adaptive search: 2 samples of 4 corners each, the reads of one row of
+# a bin of sampling ratio 2.
+MAX_TILE = 2
 
 
 def pool_maxima(
@@ -165,9 +165,10 @@ def _at_winner(xt, lead, y: Axis, x: Axis, keep, winner, width, mode) -> jax.Arr
     if onnx:
         corners = _outside_reads_origin(y_index, y_weight, x_index, x_weight, y.offset, x.offset)
         y_index, y_weight, x_index, x_weight = corners
-        a, b = (winner % 4) // 2, winner % 2
-        y_index, y_weight = (jnp.take_along_axis(v, a[..., None], -1) for v in (y_index, y_weight))
-        x_index, x_weight = (jnp.take_along_axis(v, b[..., None], -1) for v in (x_index, x_weight))
+        # The winning corner alone.
+        low_y, low_x = (winner % 4 < 2)[..., None], (winner % 2 == 0)[..., None]
+        y_index, y_weight = (jnp.where(low_y, v[..., :1], v[..., 1:]) for v in (y_index, y_weight))
+        x_index, x_weight = (jnp.where(low_x, v[..., :1], v[..., 1:]) for v in (x_index, x_weight))
     # Each channel reads its own elements, all corners in one gather: the channel is a batch
     # axis of the gather (and of its transpose), which a channel-sharded map keeps local.
     lead = tuple(i[..., None, None] for i in lead)

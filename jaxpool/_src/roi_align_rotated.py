@@ -87,7 +87,8 @@ def _roi_align_rotated(
         return y_index, y_weight, x_index, x_weight
 
     params = (cos, sin, center_y, center_x, inside)
-    pooled = sampling.pool_tiles(xt, (batch[:, None, None],), y, x_axis, corners, params)
+    lead, side = (batch[:, None, None],), sampling.SAMPLE_TILE
+    pooled = sampling.pool_tiles(xt, lead, y, x_axis, corners, params, side)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
 
 

@@ -32,10 +32,13 @@ from jaxpool._src import window as window_lib
 from jaxpool._src.sample_axes import Axis, axis_of_bins, pair, per_pair, unpair
 from jaxpool._src.tile_sum import tile_sum
 
-# Samples per axis in a tile of an adaptive average: its window of 4 x 4 elements takes as
-# many reads as a bin of sampling ratio 2 (4 samples of 4 corners), so small bins (1 or 2
-# samples) cost what a fixed ratio costs, and a bin of 6 samples takes 4 tiles.
+# Samples per axis in a tile of an adaptive average read as a window of elements: its 4 x 4
+# elements take as many reads as a bin of sampling ratio 2 (4 samples of 4 corners), so small
+# bins (1 or 2 samples) cost what a fixed ratio costs, and a bin of 6 samples takes 4 tiles.
 TILE = 3
+# Samples per axis in a tile whose samples are read by their corners (rotated boxes): 2 x 2
+# samples of 4 corners, again 16 reads.
+SAMPLE_TILE = 2
 
 
 # A tile's grid of corners for its first slots ``(top, left)`` and ``side`` slots per axis:
@@ -45,11 +48,17 @@ Corners = Callable[[Any, Axis, Axis, Any, Any, int], Grid]
 
 
 def pool_tiles(
-    xt: jax.Array, lead: tuple[jax.Array, ...], y: Axis, x: Axis, corners: Corners, params: Any
+    xt: jax.Array,
+    lead: tuple[jax.Array, ...],
+    y: Axis,
+    x: Axis,
+    corners: Corners,
+    params: Any,
+    side: int = TILE,
 ) -> jax.Array:
     """The average of each bin's samples, ``(R, out_h, out_w, C)``: the sum of the weighted
     reads of the grid ``corners(params, y, x, 0, 0, ratio)`` with a fixed ratio, with adaptive
-    sampling of the tiles ``corners(params, y, x, top, left, TILE)`` that cover the largest
+    sampling of the tiles ``corners(params, y, x, top, left, side)`` that cover the largest
     reach, divided by the bin's number of samples.
 
     ``params`` (a pytree of arrays) holds every traced value ``corners`` needs but the axes.
@@ -59,15 +68,15 @@ def pool_tiles(
 
     def grid(t: jax.Array, res: tuple) -> Grid:
         _, y, x, params, tiles_x, scale = res
-        top, left = lax.div(t, tiles_x) * TILE, lax.rem(t, tiles_x) * TILE
-        y_index, y_weight, x_index, x_weight = corners(params, y, x, top, left, TILE)
+        top, left = lax.div(t, tiles_x) * side, lax.rem(t, tiles_x) * side
+        y_index, y_weight, x_index, x_weight = corners(params, y, x, top, left, side)
         return y_index, y_weight * roi_lib.per_box(scale, y_weight.ndim), x_index, x_weight
 
     if not y.adaptive:
         y_index, y_weight, x_index, x_weight = corners(params, y, x, 0, 0, y.top)
         y_weight = y_weight * roi_lib.per_box(scale, y_weight.ndim)
         return bin_reads.pool_samples(xt, lead, y_index, y_weight, x_index, x_weight)
-    tiles_y, tiles_x = _tiles(y, x)
+    tiles_y, tiles_x = _tiles(y, x, side)
 
     def fun(t, res, xt, acc):
         return acc + bin_reads.chain(xt, res[0], *grid(t, res))
@@ -81,13 +90,13 @@ def pool_tiles(
     return tile_sum(fun, fun_t, tiles_y * tiles_x, res, xt, zeros)
 
 
-def _tiles(y: Axis, x: Axis) -> tuple[jax.Array, jax.Array]:
-    """The tiles of ``TILE`` samples along the rows and the columns that cover the largest
+def _tiles(y: Axis, x: Axis, side: int) -> tuple[jax.Array, jax.Array]:
+    """The tiles of ``side`` samples along the rows and the columns that cover the largest
     reach of any bin (at least 1, so that a NaN box still reads its NaN weights)."""
     reach = lax.stop_gradient(pair(y, x).reach)
     assert reach is not None
     most = reach.reshape(2, -1).max(1)
-    tiles = jnp.maximum(jnp.ceil(most / TILE), 1).astype(np.int32)
+    tiles = jnp.maximum(jnp.ceil(most / side), 1).astype(np.int32)
     return tiles[0], tiles[1]
 
 
