@@ -48,8 +48,8 @@ def _pyramid():
     return (_features(3), _features(3, (HEIGHT + 1) // 2, (WIDTH + 1) // 2, seed=1))
 
 
-# name -> (function of (features, rois, batch_indices), features, boxes of R rows, whether
-# the boxes come in two sets for ``vmap``).
+# name -> (function of (features, rois, batch_indices), features, the boxes for a box count R:
+# a function of (rng, R), of shape [R, columns], or [2, R, columns] for two sets under vmap).
 ROWS = {
     "roi_align avg": (
         lambda x, r, b: jaxpool.roi_align(x, r, b, (2, 3), spatial_scale=0.5, data_format="NXC"),
@@ -67,6 +67,14 @@ ROWS = {
         ),
         _features(3),
         lambda rng, n: np.stack([_boxes(rng, n), _boxes(rng, n)]),
+    ),
+    "roi_align avg, vmap over images": (
+        jax.vmap(
+            lambda x, r, b: jaxpool.roi_align(x, r, b, 2, data_format="NXC"),
+            in_axes=(0, None, None),
+        ),
+        jnp.stack([_features(3), _features(3, seed=2)]),
+        _boxes,
     ),
     "psroi_align": (
         lambda x, r, b: jaxpool.psroi_align(x, r, b, 2, data_format="NXC"),

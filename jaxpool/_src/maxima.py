@@ -9,9 +9,9 @@ first and a NaN counts only where it is the first value of ONNX's maximum.
 A search that carries no derivative visits the samples in that order and records, per output
 element, the sample (and for ONNX the corner) that wins; the derivative is that of the
 winner's value, read again at the winner alone: a gather whose transpose is one scatter,
-whatever the number of samples.  With adaptive sampling the search loops over tiles of one
-row of ``MAX_TILE`` slots (:meth:`jaxpool._src.sampling.Axis.sample`) until the largest bin of
-any box is covered.
+whatever the number of samples.  The search loops over the rows of samples of every bin, a
+row per trip, and with adaptive sampling over tiles of ``MAX_TILE`` slots of a row
+(:meth:`jaxpool._src.sample_axes.Axis.sample`) until the largest bin of any box is covered.
 """
 
 from __future__ import annotations
