@@ -24,9 +24,15 @@ class Planes:
     in_spatial: tuple[int, ...]
 
 
+def _axes(data_format: str) -> tuple[int, tuple[int, int]]:
+    """The position axis and the batch and channel axes of ``[N, C, O]`` (``NCX``) or
+    ``[N, O, C]`` (``NXC``)."""
+    return (2, (0, 1)) if data_format == "NCX" else (1, (0, 2))
+
+
 def _numbers(data_format: str) -> lax.ScatterDimensionNumbers:
     """One plane position per value of ``[N, C, O]`` (``NCX``) or ``[N, O, C]`` (``NXC``)."""
-    pos, batch = (2, (0, 1)) if data_format == "NCX" else (1, (0, 2))
+    pos, batch = _axes(data_format)
     return lax.ScatterDimensionNumbers(
         update_window_dims=(),
         inserted_window_dims=(pos,),
@@ -89,10 +95,22 @@ def spread(v: jax.Array, position: jax.Array, planes: Planes) -> jax.Array:
 
 
 def read(a: jax.Array, position: jax.Array, planes: Planes) -> jax.Array:
-    """The map ``a`` at each position, 0 where it is dropped: a gather."""
-    example = jax.ShapeDtypeStruct(position.shape, a.dtype)
-    (out,) = jax.linear_transpose(lambda v: spread(v, position, planes), example)(a)
-    return out
+    """The map ``a`` at each position, 0 where it is dropped: a gather, the transpose of the
+    scatter of :func:`spread`."""
+    size = math.prod(planes.in_spatial)
+    pos, batch = _axes(planes.data_format)
+    at = _flat(position, planes.data_format)[..., None]
+    at = jnp.where(at < 0, np.asarray(size, at.dtype), at)
+    gather = lax.GatherDimensionNumbers(
+        offset_dims=(),
+        collapsed_slice_dims=(pos,),
+        start_index_map=(pos,),
+        operand_batching_dims=batch,
+        start_indices_batching_dims=batch,
+    )
+    flat = _flat(a, planes.data_format)
+    out = lax.gather(flat, at, gather, slice_sizes=(1, 1, 1), mode=_DROP, fill_value=0)
+    return out.reshape(position.shape)
 
 
 def winners(

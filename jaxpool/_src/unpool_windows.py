@@ -291,57 +291,94 @@ def program(y: jax.Array, position: jax.Array, reach: Reach, combine: str) -> ja
     return jnp.where(first, _first_element(y, position, reach, combine), out)
 
 
+def _tap_windows(reach: Reach, i: int, t: int) -> tuple[int, int]:
+    """The windows ``[lo, hi)`` along axis ``i`` whose tap ``t`` lies in the map."""
+    s, n, out = reach.strides[i], reach.in_spatial[i], reach.out_spatial[i]
+    lo = min(out, max(0, -(t // s)))  # the first window whose tap lies at or after 0
+    return lo, min(out, max(lo, -((t - n) // s)))  # and the first at or after n
+
+
 def _view(a: jax.Array, reach: Reach, tap: tuple[int, ...]) -> jax.Array:
     """The map ``a`` at every window's ``tap`` (offsets from the windows' starts), 0 where
     that lies outside the map: a strided slice, edge-padded."""
     start, limit, stride = [0] * a.ndim, list(a.shape), [1] * a.ndim
     pads = [(0, 0, 0)] * a.ndim
     for i, axis in enumerate(_spatial_axes(reach, a.ndim)):
-        s, t, n, out = reach.strides[i], tap[i], reach.in_spatial[i], reach.out_spatial[i]
-        lo = min(out, max(0, -(t // s)))  # the first window whose tap lies at or after 0
-        hi = min(out, max(lo, -((t - n) // s)))  # the first at or after n
-        if lo == hi:
-            shape = list(a.shape)
-            shape[axis] = out
-            return jnp.zeros(shape, a.dtype)
-        start[axis], limit[axis], stride[axis] = lo * s + t, (hi - 1) * s + t + 1, s
-        pads[axis] = (lo, out - hi, 0)
+        (lo, hi), s = _tap_windows(reach, i, tap[i]), reach.strides[i]
+        first = lo * s + tap[i]
+        # No window's tap in the map: an empty slice, padded to the windows.
+        start[axis], limit[axis] = (first, (hi - 1) * s + tap[i] + 1) if hi > lo else (0, 0)
+        stride[axis], pads[axis] = s, (lo, reach.out_spatial[i] - hi, 0)
     return lax.pad(lax.slice(a, start, limit, stride), np.zeros((), a.dtype), pads)
+
+
+def _placed(v: jax.Array, reach: Reach, tap: tuple[int, ...]) -> jax.Array:
+    """The transpose of :func:`_view`: each window's value at its ``tap`` in a zero map, those
+    outside the map left out: a slice, padded with the stride between its elements."""
+    start, limit = [0] * v.ndim, list(v.shape)
+    pads = [(0, 0, 0)] * v.ndim
+    for i, axis in enumerate(_spatial_axes(reach, v.ndim)):
+        (lo, hi), s, n = _tap_windows(reach, i, tap[i]), reach.strides[i], reach.in_spatial[i]
+        first, last = lo * s + tap[i], (hi - 1) * s + tap[i]
+        start[axis], limit[axis] = (lo, hi) if hi > lo else (0, 0)
+        pads[axis] = (first, n - 1 - last, s - 1) if hi > lo else (n, 0, 0)
+    return lax.pad(lax.slice(v, start, limit), np.zeros((), v.dtype), pads)
+
+
+def _tap_positions(reach: Reach, rank: int, tap: tuple[int, ...]) -> np.ndarray:
+    """The plane position of each window's ``tap`` (aliased where it lies outside the map,
+    where :func:`_view` reads 0)."""
+    plane = indices_lib.plane_strides(reach.in_spatial)
+    at = np.zeros([1] * rank, np.int64)
+    for i, (o, s, st) in enumerate(zip(reach.out_spatial, reach.strides, plane)):
+        at = at + _on_axis((np.arange(o) * s + tap[i]) * st, reach, rank, i)
+    return at
 
 
 def read(a: jax.Array, position: jax.Array, reach: Reach) -> jax.Array:
     """The map ``a`` at each window's position, 0 where :func:`program` drops the position:
     the transpose of the sum, a chain over the taps of the windows."""
-    rank = a.ndim
-    plane = indices_lib.plane_strides(reach.in_spatial)
-    starts = np.zeros([1] * rank, np.int64)
-    for i, (o, s, st) in enumerate(zip(reach.out_spatial, reach.strides, plane)):
-        starts = starts + _on_axis(np.arange(o) * s * st, reach, rank, i)
-    live = live_windows(reach, rank)
+    zero = np.zeros((), a.dtype)
     total = None
     for tap in itertools.product(*reach.taps):
-        delta = sum(t * st for t, st in zip(tap, plane))
-        at = (starts + delta).astype(position.dtype)
-        term = jnp.where(position == at, _view(a, reach, tap), np.zeros((), a.dtype))
+        at = _tap_positions(reach, a.ndim, tap).astype(position.dtype)
+        term = jnp.where(position == at, _view(a, reach, tap), zero)
         total = term if total is None else total + term
     assert total is not None
+    live = live_windows(reach, a.ndim)
     if live.all():
         return total
-    limit = [1 if axis in _spatial_axes(reach, rank) else n for axis, n in enumerate(a.shape)]
-    first = lax.slice(a, (0,) * rank, limit)
-    return jnp.where(live, total, jnp.where(position == 0, first, np.zeros((), a.dtype)))
+    limit = [1 if axis in _spatial_axes(reach, a.ndim) else n for axis, n in enumerate(a.shape)]
+    first = lax.slice(a, (0,) * a.ndim, limit)
+    return jnp.where(live, total, jnp.where(position == 0, first, zero))
 
 
 def spread(v: jax.Array, position: jax.Array, reach: Reach) -> jax.Array:
     """``v`` summed into the map at the positions, as :func:`program` sums it: the transpose
     of :func:`read`, one strided placement per tap (the form of the sum whose own transpose,
     the gradient, is the chain of :func:`read`)."""
-    shape = list(v.shape)
-    for a, n in zip(_spatial_axes(reach, v.ndim), reach.in_spatial):
-        shape[a] = n
-    example = jax.ShapeDtypeStruct(tuple(shape), v.dtype)
-    (out,) = jax.linear_transpose(lambda a: read(a, position, reach), example)(v)
-    return out
+    zero = np.zeros((), v.dtype)
+    live = live_windows(reach, v.ndim)
+    total = None
+    for tap in itertools.product(*reach.taps):
+        at = _tap_positions(reach, v.ndim, tap).astype(position.dtype)
+        term = _placed(jnp.where(live & (position == at), v, zero), reach, tap)
+        total = term if total is None else total + term
+    assert total is not None
+    if live.all():
+        return total
+    axes = _spatial_axes(reach, v.ndim)
+    first = jnp.sum(jnp.where(~live & (position == 0), v, zero), axis=axes, keepdims=True)
+    pads = [(0, n - 1, 0) for n in reach.in_spatial]
+    return total + lax.pad(first, zero, _on_spatial(pads, reach, v.ndim))
+
+
+def _on_spatial(pads: list, reach: Reach, rank: int) -> list:
+    """Per-axis pads of the spatial axes, none on the others."""
+    full = [(0, 0, 0)] * rank
+    for axis, p in zip(_spatial_axes(reach, rank), pads):
+        full[axis] = p
+    return full
 
 
 # --------------------------------------------------------------------------------------------
