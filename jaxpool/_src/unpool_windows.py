@@ -85,7 +85,10 @@ def make_reach(window: window_lib.Window, data_format: str) -> Reach:
 
 
 # --------------------------------------------------------------------------------------------
-# Static tables, NumPy arrays shaped to broadcast against a pooled array or the map.
+# Static tables, NumPy arrays shaped to broadcast against a pooled array or the map.  Masks are
+# tables of one axis each, combined in the program; the plane positions of the map's elements
+# and of the windows' starts are one table each (XLA's CPU backend reads such a table faster
+# than it computes positions from iotas), never one per tap or phase.
 # --------------------------------------------------------------------------------------------
 
 
@@ -99,23 +102,38 @@ def _on_axis(values: np.ndarray, reach: Reach, rank: int, i: int) -> np.ndarray:
     return values.reshape(shape)
 
 
-def live_windows(reach: Reach, rank: int) -> np.ndarray:
+def _combined(tables, combine) -> jax.Array:
+    """The per-axis ``tables`` (broadcasting NumPy arrays) combined by ``combine``."""
+    return functools.reduce(combine, [jnp.asarray(t) for t in tables])
+
+
+def all_live(reach: Reach) -> bool:
+    """Whether every window holds an input element."""
+    return all(reach.live(i).all() for i in range(len(reach.in_spatial)))
+
+
+def _live(reach: Reach, rank: int) -> jax.Array:
     """Whether each window holds an input element."""
-    live = np.ones([1] * rank, bool)
-    for i in range(len(reach.in_spatial)):
-        live = live & _on_axis(reach.live(i), reach, rank, i)
-    return live
+    axes = range(len(reach.in_spatial))
+    return _combined([_on_axis(reach.live(i), reach, rank, i) for i in axes], jnp.logical_and)
 
 
-def _first_namers(reach: Reach, rank: int) -> np.ndarray:
+def _first_namers(reach: Reach, rank: int) -> jax.Array:
     """The windows that can name their plane's first element: those with no input element,
     and the others of which it is a tap."""
-    taps = np.ones([1] * rank, bool)
-    for i, (s, t) in enumerate(zip(reach.strides, reach.taps)):
-        starts = -np.arange(reach.out_spatial[i]) * s
-        taps = taps & _on_axis(np.isin(starts, t), reach, rank, i)
-    live = live_windows(reach, rank)
-    return (live & taps) | ~live
+    taps = [
+        _on_axis(np.isin(-np.arange(out) * s, t), reach, rank, i)
+        for i, (out, s, t) in enumerate(zip(reach.out_spatial, reach.strides, reach.taps))
+    ]
+    live = _live(reach, rank)
+    return (live & _combined(taps, jnp.logical_and)) | ~live
+
+
+def _first(reach: Reach, rank: int) -> jax.Array:
+    """Whether each element of the map is its plane's first."""
+    axes = range(len(reach.in_spatial))
+    tables = [_on_axis(np.arange(reach.in_spatial[i]) == 0, reach, rank, i) for i in axes]
+    return _combined(tables, jnp.logical_and)
 
 
 def outside(position: np.ndarray, reach: Reach) -> np.ndarray:
@@ -125,10 +143,12 @@ def outside(position: np.ndarray, reach: Reach) -> np.ndarray:
     rank, size = position.ndim, math.prod(reach.in_spatial)
     coords = np.unravel_index(np.clip(position, 0, size - 1), reach.in_spatial)
     tap = (position >= 0) & (position < size)
+    live = np.ones([1] * rank, bool)
     for i, (c, s, taps) in enumerate(zip(coords, reach.strides, reach.taps)):
         start = _on_axis(np.arange(reach.out_spatial[i]) * s, reach, rank, i)
         tap = tap & np.isin(c - start, taps)
-    return np.where(live_windows(reach, rank), ~tap, position != 0)
+        live = live & _on_axis(reach.live(i), reach, rank, i)
+    return np.where(live, ~tap, position != 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,18 +161,12 @@ def _block_axes(reach: Reach, rank: int) -> tuple[int, ...]:
     return tuple(a + i for i, a in enumerate(_spatial_axes(reach, rank)))
 
 
-def _grid_table(reach: Reach, rank: int, per_axis) -> np.ndarray:
-    """``per_axis(i)`` (a ``(blocks, stride)`` table of axis ``i``) combined over the axes,
-    shaped to broadcast against the grid: a sum for ints, a product for bools."""
-    total = None
-    for i, a in enumerate(_block_axes(reach, rank)):
-        shape = [1] * (rank + len(reach.in_spatial))
-        table = per_axis(i)
-        shape[a : a + 2] = table.shape
-        term = table.reshape(shape)
-        total = term if total is None else (total & term if term.dtype == bool else total + term)
-    assert total is not None  # at least one spatial axis
-    return total
+def _on_grid(table: np.ndarray, reach: Reach, rank: int, i: int) -> np.ndarray:
+    """A ``(blocks, stride)`` table of axis ``i`` shaped to broadcast against the grid."""
+    shape = [1] * (rank + len(reach.in_spatial))
+    a = _block_axes(reach, rank)[i]
+    shape[a : a + 2] = table.shape
+    return table.reshape(shape)
 
 
 def _expand(a: jax.Array, reach: Reach) -> jax.Array:
@@ -189,37 +203,39 @@ def _crop(grid: jax.Array, reach: Reach, rank: int) -> jax.Array:
     return lax.slice(full, (0,) * full.ndim, limit)
 
 
+def _offset(reach: Reach, tap: tuple[int, ...]) -> int:
+    """How far ``tap`` lies past the first element of its window's first block, in the plane
+    (aliased where it lies outside the map, where :func:`_view` reads 0)."""
+    return sum(t * st for t, st in zip(tap, indices_lib.plane_strides(reach.in_spatial)))
+
+
+def _starts(reach: Reach, rank: int, dtype) -> np.ndarray:
+    """The plane position of each window's first block's first element,
+    ``sum_i o_i * strides_i * plane_i`` (one table of the pooled plane)."""
+    plane = indices_lib.plane_strides(reach.in_spatial)
+    starts = np.zeros([1] * rank, np.int64)
+    for i, (o, s, st) in enumerate(zip(reach.out_spatial, reach.strides, plane)):
+        starts = starts + _on_axis(np.arange(o) * s * st, reach, rank, i)
+    return starts.astype(dtype)
+
+
 def _matches(y: jax.Array, position: jax.Array, reach: Reach):
     """For each phase, in row-major window order at every element of the grid: whether the
     phase's window names the element, and that window's value."""
     rank, nd = y.ndim, len(reach.in_spatial)
     plane = indices_lib.plane_strides(reach.in_spatial)
-
-    def own(i):
-        s = reach.strides[i]
-        return np.arange(reach.blocks[i] * s).reshape(-1, s) * plane[i]
-
-    own_grid = _grid_table(reach, rank, own).astype(position.dtype)
+    own = np.zeros([1] * (rank + nd), np.int64)  # one table of the plane, as the grid holds it
+    for i, (b, s, st) in enumerate(zip(reach.blocks, reach.strides, plane)):
+        own = own + _on_grid(np.arange(b * s).reshape(b, s) * st, reach, rank, i)
+    own = own.astype(position.dtype)
     y, position = _expand(y, reach), _expand(position, reach)
     for phase in itertools.product(*(reach.phases(i)[::-1] for i in range(nd))):
-
-        def tap(i, phase=phase):
-            offsets = phase[i] * reach.strides[i] + np.arange(reach.strides[i])
-            return np.isin(offsets, reach.taps[i])[None, :]
-
-        named = _shift(position, reach, rank, phase, -1) == own_grid
-        is_tap = _grid_table(reach, rank, tap)
-        if not is_tap.all():
-            named = named & is_tap
+        named = _shift(position, reach, rank, phase, -1) == own
+        for i, (m, s, taps) in enumerate(zip(phase, reach.strides, reach.taps)):
+            is_tap = np.isin(m * s + np.arange(s), taps)[None, :]
+            if not is_tap.all():
+                named = named & jnp.asarray(_on_grid(is_tap, reach, rank, i))
         yield named, _shift(y, reach, rank, phase, 0)
-
-
-def _spatial_shape(reach: Reach, rank: int, spatial: tuple[int, ...]) -> tuple[int, ...]:
-    """``spatial`` on the spatial axes of a rank-``rank`` array, 1 elsewhere."""
-    shape = [1] * rank
-    for a, n in zip(_spatial_axes(reach, rank), spatial):
-        shape[a] = n
-    return tuple(shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,8 +276,10 @@ def _first_element(y: jax.Array, position: jax.Array, reach: Reach, combine: str
         value = lax.reduce(jnp.where(names, y, lowest), lowest, lax.max, axes)
         value = jnp.where(jnp.any(names, axis=axes), value, zero)
     else:  # the last window in row-major order
-        shape = _spatial_shape(reach, y.ndim, reach.out_spatial)
-        order = np.arange(math.prod(reach.out_spatial), dtype=np.int32).reshape(shape)
+        strides = indices_lib.plane_strides(reach.out_spatial)
+        tables = [_on_axis(np.arange(o, dtype=np.int32) * st, reach, y.ndim, i)
+                  for i, (o, st) in enumerate(zip(reach.out_spatial, strides))]  # fmt: skip
+        order = _combined(tables, jnp.add)  # row-major window order
         init = (np.asarray(-1, np.int32), zero)
         last, value = lax.reduce((jnp.where(names, order, init[0]), y), init, _later, axes)
         value = jnp.where(last >= 0, value, zero)
@@ -284,11 +302,9 @@ def program(y: jax.Array, position: jax.Array, reach: Reach, combine: str) -> ja
     through the grid: it goes to the first element only, which is recombined from every window
     that can name it."""
     out = _dense(y, position, reach, combine)
-    if live_windows(reach, y.ndim).all():
+    if all_live(reach):
         return out
-    first = np.arange(math.prod(reach.in_spatial)) == 0
-    first = first.reshape(_spatial_shape(reach, y.ndim, reach.in_spatial))
-    return jnp.where(first, _first_element(y, position, reach, combine), out)
+    return jnp.where(_first(reach, y.ndim), _first_element(y, position, reach, combine), out)
 
 
 def _tap_windows(reach: Reach, i: int, t: int) -> tuple[int, int]:
@@ -325,32 +341,22 @@ def _placed(v: jax.Array, reach: Reach, tap: tuple[int, ...]) -> jax.Array:
     return lax.pad(lax.slice(v, start, limit), np.zeros((), v.dtype), pads)
 
 
-def _tap_positions(reach: Reach, rank: int, tap: tuple[int, ...]) -> np.ndarray:
-    """The plane position of each window's ``tap`` (aliased where it lies outside the map,
-    where :func:`_view` reads 0)."""
-    plane = indices_lib.plane_strides(reach.in_spatial)
-    at = np.zeros([1] * rank, np.int64)
-    for i, (o, s, st) in enumerate(zip(reach.out_spatial, reach.strides, plane)):
-        at = at + _on_axis((np.arange(o) * s + tap[i]) * st, reach, rank, i)
-    return at
-
-
 def read(a: jax.Array, position: jax.Array, reach: Reach) -> jax.Array:
     """The map ``a`` at each window's position, 0 where :func:`program` drops the position:
     the transpose of the sum, a chain over the taps of the windows."""
     zero = np.zeros((), a.dtype)
+    starts = jnp.asarray(_starts(reach, a.ndim, position.dtype))
     total = None
     for tap in itertools.product(*reach.taps):
-        at = _tap_positions(reach, a.ndim, tap).astype(position.dtype)
-        term = jnp.where(position == at, _view(a, reach, tap), zero)
+        at = position == starts + np.asarray(_offset(reach, tap), position.dtype)
+        term = jnp.where(at, _view(a, reach, tap), zero)
         total = term if total is None else total + term
     assert total is not None
-    live = live_windows(reach, a.ndim)
-    if live.all():
+    if all_live(reach):
         return total
     limit = [1 if axis in _spatial_axes(reach, a.ndim) else n for axis, n in enumerate(a.shape)]
     first = lax.slice(a, (0,) * a.ndim, limit)
-    return jnp.where(live, total, jnp.where(position == 0, first, zero))
+    return jnp.where(_live(reach, a.ndim), total, jnp.where(position == 0, first, zero))
 
 
 def spread(v: jax.Array, position: jax.Array, reach: Reach) -> jax.Array:
@@ -358,27 +364,22 @@ def spread(v: jax.Array, position: jax.Array, reach: Reach) -> jax.Array:
     of :func:`read`, one strided placement per tap (the form of the sum whose own transpose,
     the gradient, is the chain of :func:`read`)."""
     zero = np.zeros((), v.dtype)
-    live = live_windows(reach, v.ndim)
+    live = _live(reach, v.ndim)
+    starts = jnp.asarray(_starts(reach, v.ndim, position.dtype))
     total = None
     for tap in itertools.product(*reach.taps):
-        at = _tap_positions(reach, v.ndim, tap).astype(position.dtype)
-        term = _placed(jnp.where(live & (position == at), v, zero), reach, tap)
+        at = position == starts + np.asarray(_offset(reach, tap), position.dtype)
+        term = _placed(jnp.where(live & at, v, zero), reach, tap)
         total = term if total is None else total + term
     assert total is not None
-    if live.all():
+    if all_live(reach):
         return total
     axes = _spatial_axes(reach, v.ndim)
     first = jnp.sum(jnp.where(~live & (position == 0), v, zero), axis=axes, keepdims=True)
-    pads = [(0, n - 1, 0) for n in reach.in_spatial]
-    return total + lax.pad(first, zero, _on_spatial(pads, reach, v.ndim))
-
-
-def _on_spatial(pads: list, reach: Reach, rank: int) -> list:
-    """Per-axis pads of the spatial axes, none on the others."""
-    full = [(0, 0, 0)] * rank
-    for axis, p in zip(_spatial_axes(reach, rank), pads):
-        full[axis] = p
-    return full
+    pads = [(0, 0, 0)] * v.ndim
+    for axis, n in zip(axes, reach.in_spatial):
+        pads[axis] = (0, n - 1, 0)
+    return total + lax.pad(first, zero, pads)
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,8 +439,7 @@ def winners(
     count = functools.reduce(
         jnp.add, [jnp.where(same & (v == best), np.int32(1), np.int32(0)) for same, v in named]
     )
-    live = live_windows(reach, rank)
-    if not live.all():
+    if not all_live(reach):
         axes = _spatial_axes(reach, rank)
         first = _first_namers(reach, rank) & (position == 0)
         best0 = lax.reduce(jnp.where(first, y, lowest), lowest, lax.max, axes)
