@@ -1,9 +1,11 @@
 """The window ops, their gradients and the Flax/Equinox layers exported with a symbolic batch N.
 
-Each row is one program: an op in both layouts and every dtype it takes, with the gradient of
-its floating values, or a small model of jaxpool's layers.  It is exported with the batch of
-its inputs symbolic (``jax.export.symbolic_args_specs(args, "n, ...")``), serialized,
-deserialized and called at two batch sizes; the results equal the direct call's, bit for bit.
+Each row is one program: an op's variants spread over both layouts, float32, bfloat16 and
+int32 (where the op takes integers), with the gradient of the floating ones, or a small model
+of jaxpool's layers (Flax NNX, Linen, Equinox under ``jax.vmap``).  It is exported with the
+batch of its inputs symbolic (``jax.export.symbolic_args_specs(args, "n, ...")``),
+serialized, deserialized and called at two batch sizes; the results equal the direct call's,
+bit for bit.
 Every row runs under ``dispatch.force("portable")``, ``force("cpu")`` and by default, where
 both programs are traced (``lax.platform_dependent``) and the artifact is exported for
 ``("cpu", "cuda", "tpu")`` at once.  Dimensions other than N must stay static, and indices
@@ -424,9 +426,15 @@ def test_only_the_batch_is_symbolic(name):
         export.export(jax.jit(op))(spec)
 
 
+def _export_bounded(op, bound):
+    shape = export.symbolic_shape("n, 3, 10, 12", constraints=(bound,))
+    return export.export(jax.jit(op))(jax.ShapeDtypeStruct(shape, jnp.float32))
+
+
 def test_the_bound_the_error_names_exports():
     """The constraint that the int32 error proposes is one under which the export proves the
-    fit, and the artifact gives the direct call's indices."""
+    fit, and the artifact gives the direct call's indices; a batch past an artifact's bound is
+    refused when it is called."""
 
     def op(x):
         return jaxpool.max_pool(x, 2, return_indices=True, index_element_type="i32")
@@ -435,7 +443,7 @@ def test_the_bound_the_error_names_exports():
     with pytest.raises(ValueError) as error:
         export.export(jax.jit(op))(spec)
     bound = re.search(r'constraints=\("(.*)",\)', str(error.value)).group(1)
-    shape = export.symbolic_shape("n, 3, 10, 12", constraints=(bound,))
-    exported = export.export(jax.jit(op))(jax.ShapeDtypeStruct(shape, jnp.float32))
     x = _values(2)
-    _assert_same_bits(exported.call(x), jax.jit(op)(x))
+    _assert_same_bits(_export_bounded(op, bound).call(x), jax.jit(op)(x))
+    with pytest.raises(ValueError, match="n <= 1"):
+        _export_bounded(op, "n <= 1").call(x)
