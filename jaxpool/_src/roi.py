@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import dispatch
+from jaxpool._src import dispatch, exact
 from jaxpool._src import window as window_lib
 from jaxpool._src.layout import row_major
 
@@ -101,17 +101,20 @@ def compute_dtype(x_dtype: Any, rois_dtype: Any) -> np.dtype:
 
 
 def divide(a: jax.Array, d: Any) -> jax.Array:
-    """``a / d``, correctly rounded, for a scalar ``d``.
+    """``a / d``, correctly rounded, for a static scalar ``d``.
 
-    XLA:CPU divides by a scalar as a product with its approximate reciprocal (7 / 3 gives
-    2.3333335 in float32), which moves the floor and ceil of a bin's edges; the runtime's bins
-    are decided by correctly rounded quotients.  Dividing by an array of ``a``'s shape that XLA
-    cannot fold keeps the division exact.  The array is built from ``a``'s own bits (which
-    cancel through a barrier) so that it has ``a``'s shape under ``vmap`` too: a divisor made
-    without ``a`` would be broadcast over the batch axis, and the broadcast divided through a
-    reciprocal again.
+    The runtimes' bins are decided by correctly rounded quotients.  float32 is divided by
+    :func:`jaxpool._src.exact.divide`'s integer program (XLA's GPU backend divides float32
+    within two units in the last place, its CPU backend by a constant through its approximate
+    reciprocal: 7 / 3 gives 2.3333335).  A float64 division is correctly rounded on an
+    accelerator; on a CPU, dividing by an array of ``a``'s shape that XLA cannot fold keeps it
+    so.  The array is built from ``a``'s own bits (which cancel through a barrier) so that it
+    has ``a``'s shape under ``vmap`` too: a divisor made without ``a`` would be broadcast over
+    the batch axis, and the broadcast divided through a reciprocal again.
     """
     a = jnp.asarray(a)
+    if a.dtype == np.float32:
+        return exact.divide(a, d)
     unsigned = np.dtype(f"uint{8 * a.dtype.itemsize}")
     bits = lax.bitcast_convert_type(lax.stop_gradient(a), unsigned)
     zero = lax.optimization_barrier(bits) ^ bits
