@@ -43,13 +43,28 @@ def check_features(x: jax.Array, data_format: str, name: str = "x") -> tuple[int
     if not jax.dtypes.issubdtype(x.dtype, np.floating):
         raise TypeError(f"`{name}` must have a floating dtype, got {x.dtype}.")
     n, c, h, w = window_lib.to_ncx_shape(x.shape, data_format)
+    static_dims(name, x.shape, {"C": c, "H": h, "W": w}, "the number of images N")
     if h < 1 or w < 1:
         raise ValueError(f"`{name}` must have non-empty spatial axes, got shape {tuple(x.shape)}.")
     return n, c, h, w
 
 
+def static_dims(name: str, shape: tuple[Any, ...], dims: dict[str, Any], free: str) -> None:
+    """Refuses a symbolic dimension among ``dims`` (name -> dimension) of the argument ``name``
+    (of ``shape``): they decide the program's shapes, and under ``jax.export``'s symbolic
+    shapes only ``free`` may be symbolic."""
+    for axis, d in dims.items():
+        if not isinstance(d, int):
+            raise ValueError(
+                f"`{name}` (shape {tuple(shape)}) has a symbolic {axis} (={d}); {axis} must be "
+                f"static, and of `{name}`'s dimensions only {free} may be symbolic."
+            )
+
+
 def check_rois(rois: jax.Array, columns: int, layout: str) -> int:
     """Checks boxes of shape ``[R, columns]`` and a floating dtype; returns ``R``."""
+    if rois.ndim == 2:
+        static_dims("rois", rois.shape, {"row width": rois.shape[1]}, "the number of boxes R")
     if rois.ndim != 2 or rois.shape[1] != columns:
         raise ValueError(
             f"`rois` (shape {tuple(rois.shape)}) must have shape [R, {columns}]: one row "
@@ -166,8 +181,9 @@ def nothing_read(
     """The output where no box reads the map, else None: zeros of shape ``[R, channels,
     *output_size]`` (or channels-last) where there are no boxes (``R = 0``), no output
     channels, or no images (``N = 0``: every batch index lies outside ``[0, N)``, which gives
-    zeros by the runtime's rule).  Their derivatives are zero."""
-    if n and num_rois and channels:
+    zeros by the runtime's rule).  Their derivatives are zero.  A symbolic ``N`` or ``R``
+    (``jax.export``) is at least 1."""
+    if all(not isinstance(d, int) or d > 0 for d in (n, num_rois, channels)):
         return None
     if data_format == "NCX":
         return jnp.zeros((num_rois, channels, *output_size), dtype)
