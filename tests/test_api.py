@@ -94,6 +94,13 @@ SIGNATURES = {
         ("axis", K, REQUIRED),
         ("combine", K, "sum"),
         ("data_format", K, "NCX"),
+        ("kernel", K, None),
+        ("strides", K, None),
+        ("pads_begin", K, None),
+        ("pads_end", K, None),
+        ("dilations", K, None),
+        ("rounding_type", K, "floor"),
+        ("auto_pad", K, "explicit"),
     ],
     "roi_pool": [
         ("x", P, REQUIRED),

@@ -22,8 +22,6 @@ import openvino as ov
 import openvino.opset1 as opset1
 import pytest
 import reference
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 import jaxpool
 
@@ -359,33 +357,6 @@ def test_empty_inputs(n, r, data_format):
         assert g.shape == a.shape and not np.any(np.asarray(g))
     low = jaxpool.deformable_psroi_pool(x.astype(jnp.bfloat16), rois, offsets, **attrs)
     assert low.shape == shape and low.dtype == jnp.bfloat16
-
-
-@pytest.mark.parametrize("classes,data_format", [(2, "NCX")])
-def test_channel_sharding_has_no_collectives(classes, data_format):
-    """With 8 shards of whole output channels (of two classes: each class reads at its own
-    positions), neither the forward nor the gradient moves data between devices."""
-    devices = jax.devices()
-    if len(devices) < 8:
-        pytest.skip("needs 8 devices")
-    mesh = Mesh(np.array(devices[:8]), ("c",))
-    rng = np.random.default_rng(4)
-    x = cases.to_layout(rng.standard_normal((2, 8 * 4, 9, 10)).astype(np.float32), data_format)
-    rois = np.c_[rng.integers(0, 2, 6), rng.uniform(0, 10, (6, 4))].astype(np.float32)
-    offsets = rng.uniform(-0.3, 0.3, (6, 2 * classes, 2, 2)).astype(np.float32)
-    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
-    xs = jax.device_put(x, NamedSharding(mesh, spec))
-
-    def f(a):
-        return jaxpool.deformable_psroi_pool(
-            a, rois, offsets, output_dim=8, group_size=2, data_format=data_format
-        )
-
-    for g in (f, jax.grad(lambda a: (f(a) ** 2).sum())):
-        text = jax.jit(g).lower(xs).compile().as_text()
-        found = cases.COLLECTIVE.findall(text)
-        assert not found, sorted(set(found))
-    np.testing.assert_allclose(jax.jit(f)(xs), f(x), atol=1e-6)
 
 
 @pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])

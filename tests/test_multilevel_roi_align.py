@@ -25,8 +25,6 @@ import numpy as np
 import oracle
 import pytest
 import reference
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 import jaxpool
 
@@ -657,40 +655,6 @@ def test_empty_inputs(n, r, data_format):
     assert not any(np.any(np.asarray(g)) for g in gx) and not np.any(np.asarray(gr))
     low = f([m.astype(jnp.bfloat16) for m in maps], rois)
     assert low.shape == shape and low.dtype == jnp.bfloat16
-
-
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-def test_channel_sharding_has_no_collectives(data_format):
-    """With every level's channels in 8 shards, neither the forward nor the gradient moves
-    data between devices."""
-    devices = jax.devices()
-    if len(devices) < 8:
-        pytest.skip("needs 8 devices")
-    mesh = Mesh(np.array(devices[:8]), ("c",))
-    rng = np.random.default_rng(4)
-    image = (72, 80)
-    maps = [cases.to_layout(a, data_format) for a in pyramid(rng, FPN, image, channels=32)]
-    rois = pyramid_boxes(rng, 8, image)
-    batch = rng.integers(0, 2, 8).astype(np.int32)
-    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
-    sharded = [jax.device_put(m, NamedSharding(mesh, spec)) for m in maps]
-
-    def f(m):
-        return jaxpool.multilevel_roi_align(
-            m,
-            rois,
-            batch,
-            2,
-            spatial_scales=FPN,
-            sampling_ratio=2,
-            data_format=data_format,
-        )
-
-    for g in (f, jax.grad(lambda m: (f(m) ** 2).sum())):
-        text = jax.jit(g).lower(sharded).compile().as_text()
-        found = cases.COLLECTIVE.findall(text)
-        assert not found, sorted(set(found))
-    np.testing.assert_allclose(jax.jit(f)(sharded), f(maps), atol=1e-6)
 
 
 @pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)

@@ -17,8 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 import jaxpool
 
@@ -263,29 +261,3 @@ def test_empty_inputs(n, r, data_format):
     assert not np.any(np.asarray(gx)) and not np.any(np.asarray(gr))
     low = jaxpool.psroi_align(x.astype(jnp.bfloat16), rois, batch, 2, data_format=data_format)
     assert low.shape == shape and low.dtype == jnp.bfloat16
-
-
-# NCX reads through the NXC program's gathers after its transposes; test_roi.py shards NXC.
-@pytest.mark.parametrize("data_format", ["NCX"])
-def test_channel_sharding_has_no_collectives(data_format):
-    """With 8 shards of whole groups of ``out_h * out_w`` channels, neither the forward nor
-    the gradient moves data between devices."""
-    devices = jax.devices()
-    if len(devices) < 8:
-        pytest.skip("needs 8 devices")
-    mesh = Mesh(np.array(devices[:8]), ("c",))
-    rng = np.random.default_rng(4)
-    x = cases.to_layout(rng.standard_normal((2, 8 * 4, 9, 10)).astype(np.float32), data_format)
-    rois = np.abs(cases.random_boxes(rng, 6, 9, 10, 1.0))
-    batch = rng.integers(0, 2, 6).astype(np.int32)
-    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
-    xs = jax.device_put(x, NamedSharding(mesh, spec))
-
-    def f(a):
-        return jaxpool.psroi_align(a, rois, batch, 2, data_format=data_format)
-
-    for g in (f, jax.grad(lambda a: (f(a) ** 2).sum())):
-        text = jax.jit(g).lower(xs).compile().as_text()
-        found = cases.COLLECTIVE.findall(text)
-        assert not found, sorted(set(found))
-    np.testing.assert_allclose(jax.jit(f)(xs), f(x), atol=1e-6)

@@ -21,9 +21,7 @@ import openvino.opset2 as opset2
 import openvino.opset9 as opset9
 import openvino.opset15 as opset15
 import pytest
-from cases import COLLECTIVE, random_boxes
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from cases import random_boxes
 
 import jaxpool
 
@@ -635,58 +633,6 @@ def test_vmap_over_box_sets_and_images():
     )
     g = jax.vmap(jax.grad(lambda a: f(a, rois[0], batch[0]).sum()))(images)
     assert g.shape == images.shape
-
-
-SHARDED = {
-    "roi_align_avg": lambda x, r, b, fmt: jaxpool.roi_align(x, r, b, 2, data_format=fmt),
-    "roi_align_max": lambda x, r, b, fmt: jaxpool.roi_align(
-        x, r, b, 2, mode="max", sampling_ratio=2, data_format=fmt
-    ),
-    "roi_align_rotated": lambda x, r, b, fmt: jaxpool.roi_align_rotated(
-        x, jnp.concatenate([r, r[:, :1]], 1), b, 2, sampling_ratio=2, data_format=fmt
-    ),
-    "roi_pool_max": lambda x, r, b, fmt: jaxpool.roi_pool(
-        x, jnp.concatenate([b[:, None].astype(r.dtype), r], 1), 2, data_format=fmt
-    ),
-    "psroi_pool_average": lambda x, r, b, fmt: jaxpool.psroi_pool(
-        x, jnp.concatenate([b[:, None].astype(r.dtype), r], 1), 8, 2, data_format=fmt
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "name,data_format",
-    # NCX reads through the same gathers as NXC, after its transposes: every op in NCX, one
-    # in NXC.
-    [(name, "NCX") for name in sorted(SHARDED)] + [("roi_align_avg", "NXC")],
-)
-def test_channel_sharding_has_no_collectives(name, data_format):
-    devices = jax.devices()
-    if len(devices) < 8:
-        pytest.skip("needs 8 devices")
-    mesh = Mesh(np.array(devices[:8]), ("c",))
-    rng = np.random.default_rng(4)
-    x = features(rng, 32, 9, 10)
-    if data_format == "NXC":
-        x = to_nxc(x)
-    rois = np.abs(random_boxes(rng, 6, 9, 10, 1.0))
-    batch = rng.integers(0, 2, 6).astype(np.int32)
-    spec = P(None, "c") if data_format == "NCX" else P(None, None, None, "c")
-    xs = jax.device_put(x, NamedSharding(mesh, spec))
-    fn = SHARDED[name]
-
-    def loss(a):
-        return (fn(a, rois, batch, data_format) ** 2).sum()
-
-    for g in (lambda a: fn(a, rois, batch, data_format), jax.grad(loss)):
-        text = jax.jit(g).lower(xs).compile().as_text()
-        found = COLLECTIVE.findall(text)
-        assert not found, f"{name}: {sorted(set(found))}"
-    np.testing.assert_allclose(
-        jax.jit(fn, static_argnums=3)(xs, rois, batch, data_format),
-        fn(x, rois, batch, data_format),
-        atol=1e-6,
-    )
 
 
 # --------------------------------------------------------------------------------------------

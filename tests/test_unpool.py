@@ -1,5 +1,5 @@
 """max_unpool against PyTorch's max_unpool and ``tests/reference.py`` (NumPy's unbuffered
-``np.add.at``)."""
+``np.add.at``); with the window stated, against the same call without it (the scatter)."""
 
 import functools
 
@@ -134,17 +134,20 @@ def test_huge_output_with_x64():
 @cases.fuzz(30)
 @hypothesis.given(cases.sliding_cases(with_dilations=True), st.integers(0, 2))
 def test_fuzz_unpools_what_max_pool_found(config, axis):
-    """Unpooling what max_pool found is the reference's scatter-add of the same indices."""
+    """Unpooling what max_pool found is the reference's scatter-add of the same indices, with
+    the window stated or not."""
     x, attrs = config
     if not cases.valid_sliding(x, attrs) or x.dtype.kind != "f":
         return
     fmt = attrs["data_format"]
     y, i = jaxpool.max_pool(cases.to_layout(x, fmt), **attrs, return_indices=True, axis=axis)
-    out = jaxpool.max_unpool(y, i, cases.to_layout(x, fmt).shape, axis=axis, data_format=fmt)
     expected = reference.max_unpool(
         cases.from_layout(y, fmt), cases.from_layout(i, fmt), x.shape, axis=axis
     )
-    np.testing.assert_array_equal(cases.from_layout(out, fmt), expected)
+    shape = cases.to_layout(x, fmt).shape
+    for window in ({}, cases.without_layout(attrs)):
+        out = jaxpool.max_unpool(y, i, shape, axis=axis, data_format=fmt, **window)
+        np.testing.assert_array_equal(cases.from_layout(out, fmt), expected)
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
@@ -213,3 +216,174 @@ def test_empty_batch_unpools_to_an_empty_output():
     y = np.zeros((0, 2, 3), np.float32)
     out = jaxpool.max_unpool(y, np.zeros(y.shape, np.int32), (0, 2, 6), axis=2)
     assert out.shape == (0, 2, 6)
+
+
+# --------------------------------------------------------------------------------------------
+# The window stated: the dense placement, against the scatter (the same call without it).
+# --------------------------------------------------------------------------------------------
+
+# (layout, NCX shape, max_pool's window attributes, (axis, combine) pairs): overlapping and
+# dilated windows, ceil rounding, windows with no input element (their index is their plane's
+# first element) at either end; each combine over those.
+WINDOWS = {
+    "1d-dilated-empty": ("NCX", (2, 3, 9), dict(kernel=3, strides=2, dilations=3, pads_begin=2,
+                                                 pads_end=2, rounding_type="ceil"),
+                         [(0, "sum"), (1, "max")]),
+    "1d-empty-both-ends": ("NXC", (1, 2, 4), dict(kernel=2, strides=1, pads_begin=2,
+                                                   pads_end=2), [(2, "torch"), (0, "max")]),
+    "2d-tiles": ("NXC", (2, 3, 8, 6), dict(kernel=2), [(0, "sum"), (1, "torch")]),
+    "2d-overlap": ("NCX", (2, 3, 7, 6), dict(kernel=3, strides=1, pads_begin=1, pads_end=1),
+                   [(1, "max"), (2, "torch")]),
+    "2d-same-ceil": ("NXC", (2, 3, 9, 7), dict(kernel=3, strides=2, auto_pad="same_upper",
+                                               rounding_type="ceil"), [(2, "sum"), (0, "max")]),
+    "2d-mixed-empty": ("NCX", (1, 2, 7, 6), dict(kernel=(2, 3), strides=(3, 2),
+                                                 dilations=(2, 1), pads_begin=(1, 0),
+                                                 pads_end=(2, 2), rounding_type="ceil"),
+                       [(1, "torch"), (2, "sum")]),
+    "3d-empty": ("NXC", (1, 2, 5, 4, 6), dict(kernel=2, strides=(1, 2, 3), pads_begin=(1, 1, 0),
+                                              pads_end=(1, 1, 1), rounding_type="ceil"),
+                 [(0, "max"), (1, "sum")]),
+}  # fmt: skip
+
+
+def _derivatives(fn, v, ct):
+    """``fn(v)``, its vector-Jacobian product with ``ct`` and its derivative along ``3 v``."""
+    out, vjp = jax.vjp(fn, v)
+    return out, vjp(ct)[0], jax.jvp(fn, (v,), (v * 3,))[1]
+
+
+@pytest.mark.parametrize("name", list(WINDOWS))
+def test_window_places_as_the_scatter(name):
+    """On values with ties, the values, the gradient and the forward derivative equal the
+    scatter's (the derivatives to rounding: they add in another order)."""
+    fmt, ncx, attrs, pairs = WINDOWS[name]
+    rng = np.random.default_rng(len(name))
+    x = cases.to_layout(rng.standard_normal(ncx).astype(np.float32), fmt)
+    ct = rng.standard_normal(x.shape).astype(np.float32)
+    for axis, combine in pairs:
+        y, i = jaxpool.max_pool(x, **attrs, return_indices=True, axis=axis, data_format=fmt)
+        ties = np.round(rng.standard_normal(y.shape)).astype(np.float32)
+        results = []
+        for window in ({}, attrs):
+            unpool = functools.partial(
+                jaxpool.max_unpool, indices=i, output_shape=x.shape, axis=axis, combine=combine,
+                data_format=fmt, **window,
+            )  # fmt: skip
+            results.append(jax.jit(_derivatives, static_argnums=0)(unpool, ties, ct))
+        (want, want_grad, want_tangent), (out, grad, tangent) = results
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tangent, want_tangent, rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# A symbolic batch (jax.export), and what must stay static.
+# --------------------------------------------------------------------------------------------
+
+# (layout, axis, combine, window or None): both layouts, each axis, each combine, both
+# placements; the windows hold windows with no input element (their plane's first element).
+SYMBOLIC = [
+    ("NCX", 0, "sum", dict(kernel=3, strides=2, pads_begin=1, pads_end=2, rounding_type="ceil")),
+    ("NXC", 1, "max", dict(kernel=2, strides=2, pads_begin=2)),
+    ("NCX", 2, "torch", dict(kernel=3, strides=1, pads_begin=1, pads_end=1)),
+    ("NXC", 2, "max", None),
+]
+
+
+@pytest.mark.parametrize("fmt,axis,combine,window", SYMBOLIC)
+def test_exports_with_a_symbolic_batch(fmt, axis, combine, window):
+    """Exported for cpu, cuda and tpu with the batch symbolic (``output_shape`` holds it),
+    with its gradient in the values, serialized and deserialized: at two batch sizes the
+    bits of the direct call."""
+    window = window or {}
+    x = cases.to_layout(np.random.default_rng(axis).standard_normal((3, 2, 7, 6)), fmt)
+    x = x.astype(np.float32)
+
+    def pool(x):
+        return jaxpool.max_pool(x, **window or {"kernel": 2}, return_indices=True, axis=axis,
+                                data_format=fmt)  # fmt: skip
+
+    def unpool(y, i, ct):
+        fn = functools.partial(
+            jaxpool.max_unpool, indices=i, output_shape=(y.shape[0], *x.shape[1:]), axis=axis,
+            combine=combine, data_format=fmt, **window,
+        )  # fmt: skip
+        out, vjp = jax.vjp(fn, y)
+        return out, vjp(ct)[0]
+
+    y, i = pool(x)
+    ct = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    specs = jax.export.symbolic_args_specs((y, i, ct), "n, ...")
+    exported = jax.export.export(jax.jit(unpool), platforms=("cpu", "cuda", "tpu"))(*specs)
+    exported = jax.export.deserialize(exported.serialize())
+    for n in (1, 3):
+        args = (*pool(x[:n]), ct[:n])  # axis=0 indices count the batch
+        for got, want in zip(exported.call(*args), jax.jit(unpool)(*args), strict=True):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def _exported(shape_spec, output_shape, **kwargs):
+    """``max_unpool`` of a (2, 3, 4, 4) pooled map exported with ``shape_spec`` symbolic."""
+    y = np.zeros((2, 3, 4, 4), np.float32)
+    specs = jax.export.symbolic_args_specs((y, y.astype(np.int32)), shape_spec)
+
+    def unpool(y, i):
+        return jaxpool.max_unpool(y, i, output_shape(y), axis=2, **kwargs)
+
+    return jax.export.export(jax.jit(unpool))(*specs)
+
+
+# (id, call, error, match): what must stay static, the window stated wrongly.
+Y4 = np.ones((1, 1, 4, 4), np.float32)
+I4 = np.asarray(
+    jaxpool.max_pool(np.arange(64.0).reshape(1, 1, 8, 8), 2, return_indices=True, axis=2)[1]
+)
+FIRST = np.arange(16).reshape(1, 1, 4, 4) == 0
+WRONG = np.where(FIRST, 63, I4)  # the first window's index names the last element
+ERRORS = [
+    ("symbolic-spatial-y", lambda: _exported("n, 3, h, 4", lambda y: (y.shape[0], 3, 8, 8)),
+     ValueError, r"`y` has the symbolic dimension h on its spatial axis 2"),
+    ("symbolic-channel-y", lambda: _exported("n, c, 4, 4", lambda y: y.shape),
+     ValueError, r"`y` has the symbolic dimension c on its channel axis 1"),
+    ("symbolic-spatial-y-nxc", lambda: _exported("n, h, ...", lambda y: y.shape, kernel=1,
+                                                 data_format="NXC"),
+     ValueError, r"`y` has the symbolic dimension h on its spatial axis 1"),
+    ("symbolic-spatial-output_shape", lambda: _exported(
+        "n, ...", lambda y: (y.shape[0], 3, 8, y.shape[0] * 8)),
+     ValueError, r"`output_shape` has the symbolic dimension 8\*n on its spatial axis 3"),
+    ("symbolic-batch-not-y's", lambda: _exported("n, ...", lambda y: (2, 3, 8, 8)),
+     ValueError, r"must keep the batch and channel sizes of `y` of shape \(n, 3, 4, 4\)"),
+    ("window-without-kernel", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2,
+                                                         strides=2),
+     ValueError, r"`strides` \(=2\) describes the window .* which `kernel` must state too"),
+    ("window-pools-another-size", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2,
+                                                             kernel=3, rounding_type="ceil"),
+     ValueError, r"`kernel` \(=3\), `rounding_type`='ceil' pools the spatial size \(8, 8\) "
+                 r"of `output_shape` to \(3, 3\), but `y` has the spatial size \(4, 4\)"),
+    ("window-bad-kernel", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2, kernel=0),
+     ValueError, r"`kernel` \(=0\) must be positive"),
+    ("index-outside-its-window", lambda: jaxpool.max_unpool(Y4, WRONG, (1, 1, 8, 8), axis=2,
+                                                            kernel=2),
+     ValueError, r"`indices` name positions outside the windows .*: 1 of 16 values"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("call,error,match", [r[1:] for r in ERRORS], ids=[r[0] for r in ERRORS])
+def test_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_traced_indices_outside_their_window_are_dropped():
+    """As the docstring says: under ``jit`` the value of an index outside its window reaches
+    no element, and its gradient is zero; the others are placed."""
+
+    def unpool(y, i):
+        return jaxpool.max_unpool(y, i, (1, 1, 8, 8), axis=2, kernel=2)
+
+    out, vjp = jax.vjp(lambda y: jax.jit(unpool)(y, WRONG), Y4)
+    expected = jaxpool.max_unpool(np.where(FIRST, 0, Y4), I4, (1, 1, 8, 8), axis=2)
+    np.testing.assert_array_equal(out, expected)
+    (grad,) = vjp(jnp.ones(out.shape))
+    np.testing.assert_array_equal(grad, np.where(FIRST, 0, 1))

@@ -384,3 +384,71 @@ def summary(root: pathlib.Path) -> str:
             table,
         ]
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# The headline: jaxpool against each peer, one median ratio per results file and mode.
+# --------------------------------------------------------------------------------------------
+
+# (peer as the table names it, results files' stem without the platform, the peer contenders
+# whose rows compare against jaxpool).  Each cell is the median of those rows' paired ratios
+# (jaxpool / peer, per round) over the groups of one mode in one file: one run.
+HEADLINE_PEERS = [
+    (
+        "`lax.reduce_window` (what Flax's pools call) and its gradient",
+        "training",
+        ("reduce_window", "grad(reduce_window)"),
+    ),
+    ("Flax's pools in a ResNet-18 training step", "training", ("flax pools",)),
+    ("PyTorch, NCHW", "training", ("torch-NCHW",)),
+    ("PyTorch, channels-last", "training", ("torch-CL",)),
+    ("OpenVINO's ROI feature extractor (box and mask heads)", "detection", ("openvino",)),
+    ("torchvision's `MultiScaleRoIAlign`", "detection", ("torchvision",)),
+]
+HEADLINE_PLATFORMS = (("cpu", "CPU"), ("gpu", "GPU"))
+
+
+def _headline_cell(data: dict | None, mode: str, peers: Sequence[str]) -> str:
+    if data is None:
+        return "not measured"
+    ratios = sorted(
+        row["ratio"]
+        for group in data["groups"]
+        # A training step (a group without a mode) is a forward and a backward pass.
+        if group.get("mode", "fwd+bwd") == mode
+        for row in group["rows"]
+        if row.get("contender") in peers and row.get("ratio") is not None
+    )
+    if not ratios:
+        return "-"
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return f"{median:.2f}x ({len(ratios)})"
+
+
+def headline(root: pathlib.Path) -> str:
+    """The Performance page's first table: jaxpool's time over each peer's, per platform and
+    mode, from the committed results (below 1: jaxpool is faster)."""
+    files: dict[tuple[str, str], dict | None] = {}
+    devices = {}
+    for stem in {stem for _, stem, _ in HEADLINE_PEERS}:
+        for platform, _ in HEADLINE_PLATFORMS:
+            path = root / "benchmarks" / "results" / f"{stem}_{platform}.json"
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+            files[stem, platform] = data
+            if data is not None:
+                devices.setdefault(platform, data["meta"].get("device", platform))
+    named = {p: "" if d == "cpu" else f" ({d})" for p, d in devices.items()}
+    columns = [
+        (platform, mode, f"{label}{named.get(platform, '')} {mode}")
+        for platform, label in HEADLINE_PLATFORMS
+        for mode in ("fwd", "fwd+bwd")
+    ]
+    lines = [
+        "| jaxpool's time over | " + " | ".join(title for *_, title in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
+    for peer, stem, contenders in HEADLINE_PEERS:
+        cells = [_headline_cell(files[stem, p], mode, contenders) for p, mode, _ in columns]
+        lines.append(f"| {peer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -113,6 +113,8 @@ def copy_sources(app: Sphinx, config: object) -> None:
         )
     summary = benchmark_summary.summary(ROOT)
     _write_if_changed(generated / "performance_summary.md", summary.encode())
+    headline = benchmark_summary.headline(ROOT)
+    _write_if_changed(generated / "performance_headline.md", headline.encode())
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     _write_if_changed(generated / "changelog.md", rewrite_links(changelog, "CHANGELOG.md").encode())
 

@@ -136,6 +136,9 @@ def _check_offsets(offsets: jax.Array, num_rois: int, dim: int, part_size: int |
     if not jax.dtypes.issubdtype(offsets.dtype, np.floating):
         raise TypeError(f"`offsets` must have a floating dtype, got {offsets.dtype}.")
     shape = tuple(offsets.shape)
+    if offsets.ndim == 4:
+        axes = {"2 * K": shape[1], "P (rows)": shape[2], "P (columns)": shape[3]}
+        roi_lib.static_dims("offsets", shape, axes, "the number of boxes R")
     want = f"[R, 2 * K, P, P] = [{num_rois}, 2 * K, P, P]"
     if part_size is not None:
         want = f"[R, 2 * K, part_size, part_size] = [{num_rois}, 2 * K, {part_size}, {part_size}]"

@@ -4,7 +4,10 @@ Every op has one portable program: its definition, written next to the specifica
 what GPUs and TPUs run.  XLA's CPU backend runs some of those programs far from the memory
 floor (``reduce_window`` most of all), so :mod:`jaxpool._src.cpu` holds programs for the CPU.
 :data:`CPU_PROGRAMS` names them: for each op, a function of the op's arguments that returns
-its CPU program, or ``None`` where the portable program is the faster one on a CPU too.
+its CPU program, or ``None`` where the portable program is the faster one on a CPU too.  The
+choosers read the attributes, never the batch N, which may be a symbolic dimension of
+``jax.export``: every CPU program keeps N an axis of its own (its slices, pads, reshapes and
+gathers act on the other axes), so it takes any N, as the portable programs do.
 :func:`run` is the only caller of ``lax.platform_dependent`` in the package, so a program is
 chosen once per op and traced for both platforms; XLA keeps the branch of the platform it
 compiles for.

@@ -63,6 +63,7 @@ def make_fractional_window(
     ``output_size`` starts along an axis of length ``L`` can all differ
     (``output_size + kernel - 1 <= L``)."""
     data_format = window_lib.choice("data_format", data_format, window_lib.DATA_FORMATS)
+    x_shape = window_lib.input_shape("x", x_shape, data_format)
     nd = len(x_shape) - 2
     kernels = window_lib.per_axis("kernel", kernel, nd, 1)
     out = window_lib.per_axis("output_size", output_size, nd, 1)

@@ -81,20 +81,51 @@ def normalize_axis(axis: Any, rank: int) -> int:
     return axis % rank
 
 
-def index_bound(ncx_shape: Sequence[int], axis: int) -> int:
-    """Number of distinct index values: ``prod(ncx_shape[axis:])``."""
+def index_bound(ncx_shape: Sequence[Any], axis: int) -> Any:
+    """Number of distinct index values: ``prod(ncx_shape[axis:])`` (symbolic where ``axis`` is
+    0 and the batch N is)."""
     return math.prod(ncx_shape[axis:])
 
 
-def check_fits(ncx_shape: Sequence[int], axis: int, dtype: np.dtype) -> None:
-    """Raises if the indices of an input of ``ncx_shape`` would overflow ``dtype``."""
-    bound = index_bound(ncx_shape, axis)
-    if bound - 1 > np.iinfo(dtype).max:
+def fits(ncx_shape: Sequence[Any], axis: int, dtype: np.dtype, margin: int = 0) -> bool:
+    """Whether every index, plus ``margin`` (0 or 1), is at most ``dtype``'s maximum.
+
+    With a symbolic batch N (``axis`` 0 under ``jax.export``) the answer must hold for every
+    N the export admits: int32 fits where jax can prove it from N's constraints
+    (``n <= 1024``), and int64 always does: the byte size of an array XLA holds is an int64,
+    so an input has at most ``2**63 - 1`` elements, its largest index plus one at most
+    int64's maximum.
+    """
+    largest = index_bound(ncx_shape, axis) - 1 + margin
+    limit = int(np.iinfo(dtype).max)
+    if dtype == np.int64 and not window_lib.is_static(largest):
+        return True
+    # `max_dim` simplifies to `limit` only where `largest <= limit` holds for every N.
+    return bool(jax.core.max_dim(largest, limit) == limit)
+
+
+def check_fits(ncx_shape: Sequence[Any], axis: int, dtype: np.dtype) -> None:
+    """Raises if the indices of an input of ``ncx_shape`` would overflow ``dtype``, or, with a
+    symbolic batch N, might: the message names N and the ways out."""
+    if fits(ncx_shape, axis, dtype):
+        return
+    largest = index_bound(ncx_shape, axis) - 1
+    limit = int(np.iinfo(dtype).max)
+    if window_lib.is_static(largest) or jax.core.min_dim(largest, limit) == limit:
         raise ValueError(
             f"indices of an input of NCX shape {tuple(ncx_shape)} with `axis` (={axis}) reach "
-            f"{bound - 1}, which overflows `index_element_type` {dtype.name}; use 'i64' "
+            f"{largest}, which overflows `index_element_type` {dtype.name}; use 'i64' "
             "(with jax_enable_x64) or a larger `axis`."
         )
+    n, per_example = ncx_shape[0], index_bound(ncx_shape, 1)
+    most = (limit + 1) // per_example
+    raise ValueError(
+        f"indices with `axis` (={axis}) count over the symbolic batch N = {n} of `x` (NCX "
+        f"shape {tuple(ncx_shape)}): {dtype.name} holds them only for {n} <= {most}, which "
+        f"the export cannot prove; take them with `axis` 1 or 2 (positions in each example "
+        f"or plane), in int64 ('i64' with jax_enable_x64), or export with that bound: "
+        f'`jax.export.symbolic_shape("{n}, ...", constraints=("{n} <= {most}",))`.'
+    )
 
 
 def position_dtype(spatial: Sequence[int]) -> np.dtype:

@@ -87,10 +87,8 @@ def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None)
     offset = indices_lib.plane_offset(
         window.out_shape, window.ncx_shape, window.data_format, axis, index_dtype
     )
-    if (
-        offset is None
-        or indices_lib.index_bound(window.ncx_shape, axis) >= np.iinfo(index_dtype).max
-    ):  # the indices wrap, or fill the type: convert positions after
+    if offset is None or not indices_lib.fits(window.ncx_shape, axis, index_dtype, margin=1):
+        # the indices wrap, or may fill the type: convert positions after
         y, position = _argmax_linear(x, window)
         return y, indices_lib.from_position(
             position, window.ncx_shape, window.data_format, axis, index_dtype
@@ -145,6 +143,9 @@ def max_pool(
         ``jnp.int64`` or ``None`` (int64 with ``jax_enable_x64``, int32 without).
       axis: the first NCX dimension the indices count over, in ``[-rank, rank)``: ``0`` gives
         positions in the whole NCX tensor, ``2`` positions in the element's spatial plane.
+        Under ``jax.export`` with a symbolic batch N, indices of ``axis`` 0 count over N:
+        int64 holds them for every N, int32 only where N's constraints prove it (a
+        ``ValueError`` names N and the bound otherwise).
 
     Returns:
       ``y`` with the dtype of ``x``, or ``(y, indices)``.  The index of element

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import dispatch
+from jaxpool._src import dispatch, exact
 from jaxpool._src import window as window_lib
 from jaxpool._src.layout import row_major
 
@@ -40,13 +40,28 @@ def check_features(x: jax.Array, data_format: str, name: str = "x") -> tuple[int
     if not jax.dtypes.issubdtype(x.dtype, np.floating):
         raise TypeError(f"`{name}` must have a floating dtype, got {x.dtype}.")
     n, c, h, w = window_lib.to_ncx_shape(x.shape, data_format)
+    static_dims(name, x.shape, {"C": c, "H": h, "W": w}, "the number of images N")
     if h < 1 or w < 1:
         raise ValueError(f"`{name}` must have non-empty spatial axes, got shape {tuple(x.shape)}.")
     return n, c, h, w
 
 
+def static_dims(name: str, shape: tuple[Any, ...], dims: dict[str, Any], free: str) -> None:
+    """Refuses a symbolic dimension among ``dims`` (name -> dimension) of the argument ``name``
+    (of ``shape``): they decide the program's shapes, and under ``jax.export``'s symbolic
+    shapes only ``free`` may be symbolic."""
+    for axis, d in dims.items():
+        if not isinstance(d, int):
+            raise ValueError(
+                f"`{name}` (shape {tuple(shape)}) has a symbolic {axis} (={d}); {axis} must be "
+                f"static, and of `{name}`'s dimensions only {free} may be symbolic."
+            )
+
+
 def check_rois(rois: jax.Array, columns: int, layout: str) -> int:
     """Checks boxes of shape ``[R, columns]`` and a floating dtype; returns ``R``."""
+    if rois.ndim == 2:
+        static_dims("rois", rois.shape, {"row width": rois.shape[1]}, "the number of boxes R")
     if rois.ndim != 2 or rois.shape[1] != columns:
         raise ValueError(
             f"`rois` (shape {tuple(rois.shape)}) must have shape [R, {columns}]: one row "
@@ -98,17 +113,20 @@ def compute_dtype(x_dtype: Any, rois_dtype: Any) -> np.dtype:
 
 
 def divide(a: jax.Array, d: Any) -> jax.Array:
-    """``a / d``, correctly rounded, for a scalar ``d``.
+    """``a / d``, correctly rounded, for a static scalar ``d``.
 
-    XLA:CPU divides by a scalar as a product with its approximate reciprocal (7 / 3 gives
-    2.3333335 in float32), which moves the floor and ceil of a bin's edges; the runtime's bins
-    are decided by correctly rounded quotients.  Dividing by an array of ``a``'s shape that XLA
-    cannot fold keeps the division exact.  The array is built from ``a``'s own bits (which
-    cancel through a barrier) so that it has ``a``'s shape under ``vmap`` too: a divisor made
-    without ``a`` would be broadcast over the batch axis, and the broadcast divided through a
-    reciprocal again.
+    The runtimes' bins are decided by correctly rounded quotients.  float32 is divided by
+    :func:`jaxpool._src.exact.divide`'s integer program (XLA's GPU backend divides float32
+    within two units in the last place, its CPU backend by a constant through its approximate
+    reciprocal: 7 / 3 gives 2.3333335).  A float64 division is correctly rounded on an
+    accelerator; on a CPU, dividing by an array of ``a``'s shape that XLA cannot fold keeps it
+    so.  The array is built from ``a``'s own bits (which cancel through a barrier) so that it
+    has ``a``'s shape under ``vmap`` too: a divisor made without ``a`` would be broadcast over
+    the batch axis, and the broadcast divided through a reciprocal again.
     """
     a = jnp.asarray(a)
+    if a.dtype == np.float32:
+        return exact.divide(a, d)
     unsigned = np.dtype(f"uint{8 * a.dtype.itemsize}")
     bits = lax.bitcast_convert_type(lax.stop_gradient(a), unsigned)
     zero = lax.optimization_barrier(bits) ^ bits
@@ -160,8 +178,9 @@ def nothing_read(
     """The output where no box reads the map, else None: zeros of shape ``[R, channels,
     *output_size]`` (or channels-last) where there are no boxes (``R = 0``), no output
     channels, or no images (``N = 0``: every batch index lies outside ``[0, N)``, which gives
-    zeros by the runtime's rule).  Their derivatives are zero."""
-    if n and num_rois and channels:
+    zeros by the runtime's rule).  Their derivatives are zero.  A symbolic ``N`` or ``R``
+    (``jax.export``) is at least 1."""
+    if all(not isinstance(d, int) or d > 0 for d in (n, num_rois, channels)):
         return None
     if data_format == "NCX":
         return jnp.zeros((num_rois, channels, *output_size), dtype)

@@ -3,7 +3,9 @@
 This is the only module that validates pooling attributes and decides output shapes.  Each
 public op turns its arguments into a frozen, hashable description (:class:`Window` for the
 sliding-window ops, :class:`AdaptiveWindow` for the adaptive ones) and hands it, as a static
-argument, to a jit-compiled core.
+argument, to a jit-compiled core.  The batch ``N`` of a description's shape may be a symbolic
+dimension of ``jax.export`` (a model exported for any batch size); every other dimension is a
+Python int (:func:`input_shape`), since the windows, bins and their tables derive from them.
 
 Output size of a sliding window along one spatial axis, with ``dk = (kernel - 1) * dilation + 1``
 (the dilated kernel) and ``L`` the input size::
@@ -40,8 +42,19 @@ DATA_FORMATS = ("NCX", "NXC")
 # --------------------------------------------------------------------------------------------
 
 
+def is_static(dim: Any) -> bool:
+    """Whether the dimension ``dim`` is a known integer rather than a symbolic dimension of
+    ``jax.export`` (whose shapes hold expressions such as ``n`` or ``2*n``)."""
+    return isinstance(dim, (int, np.integer))
+
+
 def static_int(name: str, value: Any) -> int:
     """Returns ``value`` as a Python int, or raises naming ``name``."""
+    if jax.export.is_symbolic_dim(value):
+        raise TypeError(
+            f"`{name}` must be a static Python int, got the symbolic dimension {value!r}; "
+            "it decides the output shape, which only the batch N of the input may leave open."
+        )
     if isinstance(value, jax.core.Tracer):
         raise TypeError(
             f"`{name}` must be a static Python int, got a traced value {value!r}; "
@@ -129,7 +142,31 @@ def check_input(name: str, shape: Sequence[int], dtype: Any) -> None:
     raise TypeError(f"`{name}` must have a floating or integer dtype, got {dtype}.")
 
 
-def check_spatial(shape: tuple[int, ...], in_spatial: tuple[int, ...]) -> None:
+def input_shape(name: str, shape: Sequence[Any], data_format: str) -> tuple[Any, ...]:
+    """The shape of the pooling input ``name`` in ``data_format``'s layout, its dimensions as
+    Python ints but the batch ``N``, which may stay a symbolic dimension of ``jax.export``.
+
+    The channels and the spatial sizes decide the windows, the bins, their tables and the
+    index arithmetic, all of which are static: a symbolic one is an error naming it.
+    """
+    rank = len(shape)
+    c_axis = channel_axis(rank, data_format)
+    spatial = spatial_axes(rank, data_format)
+    dims = [shape[0]]
+    for axis in range(1, rank):
+        dim = shape[axis]
+        if not is_static(dim):
+            what = "channel axis" if axis == c_axis else f"spatial axis {spatial.index(axis)}"
+            raise ValueError(
+                f"`{name}` of shape {tuple(shape)} ({data_format}) has the symbolic dimension "
+                f"{dim!r} on its {what} (axis {axis}): only the batch N may be symbolic; the "
+                "channels and the spatial sizes decide the windows and must be static."
+            )
+        dims.append(int(dim))
+    return tuple(dims)
+
+
+def check_spatial(shape: tuple[Any, ...], in_spatial: tuple[int, ...]) -> None:
     """Refuses an input with an empty spatial axis."""
     if any(length < 1 for length in in_spatial):
         raise ValueError(f"`x` must have non-empty spatial axes, got shape {shape}.")
@@ -200,7 +237,7 @@ class Window(_Geometry):
     """
 
     data_format: str
-    shape: tuple[int, ...]  # full input shape, in data_format's layout
+    shape: tuple[int, ...]  # full input shape, in data_format's layout; N may be symbolic
     kernel: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
@@ -257,7 +294,7 @@ def make_window(
     data_format = choice("data_format", data_format, DATA_FORMATS)
     rounding_type = choice("rounding_type", rounding_type, ROUNDING_TYPES)
     auto_pad = choice("auto_pad", auto_pad, AUTO_PADS)
-    shape = tuple(int(d) for d in x_shape)
+    shape = input_shape("x", x_shape, data_format)
     nd = len(shape) - 2
     kernel = per_axis("kernel", kernel, nd, 1)
     strides = kernel if strides is None else per_axis("strides", strides, nd, 1)
@@ -324,7 +361,7 @@ def make_adaptive_window(
 ) -> AdaptiveWindow:
     """Validates ``output_size`` (an int, or one int or ``None`` per spatial axis)."""
     data_format = choice("data_format", data_format, DATA_FORMATS)
-    shape = tuple(int(d) for d in x_shape)
+    shape = input_shape("x", x_shape, data_format)
     in_spatial = tuple(shape[a] for a in spatial_axes(len(shape), data_format))
     check_spatial(shape, in_spatial)
     out = per_axis("output_size", output_size, len(in_spatial), 1, keep=in_spatial)

@@ -148,12 +148,21 @@ class MaxUnpool(linen.Module):
 
     Applied eagerly, indices outside ``output_shape`` raise a ``ValueError`` that counts the
     values they would lose; under ``jit`` (traced indices) such values are dropped, as in
-    :func:`jaxpool.max_unpool`.
+    :func:`jaxpool.max_unpool`.  ``kernel`` and the other window attributes of the
+    ``MaxPool`` that took the indices, where given, place the values without a scatter
+    (a map split along a spatial axis then exchanges only halos).
     """
 
     axis: int
     combine: str = "sum"
     data_format: str = "NXC"
+    kernel: Any = None
+    strides: Any = None
+    pads_begin: Any = None
+    pads_end: Any = None
+    dilations: Any = None
+    rounding_type: str = "floor"
+    auto_pad: str = "explicit"
 
     def __call__(
         self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
@@ -165,4 +174,11 @@ class MaxUnpool(linen.Module):
             axis=self.axis,
             combine=self.combine,
             data_format=self.data_format,
+            kernel=self.kernel,
+            strides=self.strides,
+            pads_begin=self.pads_begin,
+            pads_end=self.pads_end,
+            dilations=self.dilations,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
         )

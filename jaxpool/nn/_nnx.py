@@ -231,19 +231,41 @@ class MaxUnpool(nnx.Module):
     for ``AdaptiveMaxPool``): it has no default, as :func:`jaxpool.max_unpool`'s.  Called
     eagerly, indices outside ``output_shape`` raise a ``ValueError`` that counts the values
     they would lose; under ``jit`` (traced indices) such values are dropped, as in
-    :func:`jaxpool.max_unpool`.
+    :func:`jaxpool.max_unpool`.  ``kernel`` and the other window attributes of the
+    ``MaxPool`` that took the indices, where given, place the values without a scatter
+    (a map split along a spatial axis then exchanges only halos).
 
     Example:
       >>> import jax.numpy as jnp
       >>> y, i = MaxPool(2, return_indices=True)(jnp.arange(16.0).reshape(1, 4, 4, 1))
-      >>> MaxUnpool(axis=0)(y, i, (1, 4, 4, 1)).sum().item()
+      >>> MaxUnpool(axis=0, kernel=2)(y, i, (1, 4, 4, 1)).sum().item()
       40.0
     """
 
-    def __init__(self, *, axis: int, combine: str = "sum", data_format: str = "NXC"):
+    def __init__(
+        self,
+        *,
+        axis: int,
+        combine: str = "sum",
+        data_format: str = "NXC",
+        kernel: Any = None,
+        strides: Any = None,
+        pads_begin: Any = None,
+        pads_end: Any = None,
+        dilations: Any = None,
+        rounding_type: str = "floor",
+        auto_pad: str = "explicit",
+    ):
         self.axis = axis
         self.combine = combine
         self.data_format = data_format
+        self.kernel = _static(kernel)
+        self.strides = _static(strides)
+        self.pads_begin = _static(pads_begin)
+        self.pads_end = _static(pads_end)
+        self.dilations = _static(dilations)
+        self.rounding_type = rounding_type
+        self.auto_pad = auto_pad
 
     def __call__(
         self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
@@ -255,4 +277,11 @@ class MaxUnpool(nnx.Module):
             axis=self.axis,
             combine=self.combine,
             data_format=self.data_format,
+            kernel=self.kernel,
+            strides=self.strides,
+            pads_begin=self.pads_begin,
+            pads_end=self.pads_end,
+            dilations=self.dilations,
+            rounding_type=self.rounding_type,
+            auto_pad=self.auto_pad,
         )

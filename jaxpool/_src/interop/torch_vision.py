@@ -60,10 +60,12 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
             _floating(b, f"boxes[{i}]")
         dtype = jnp.result_type(*arrays)
         rois = jnp.concatenate([b.astype(dtype) for b in arrays])
-        counts = [b.shape[0] for b in arrays]
-        positions = np.repeat(np.arange(len(arrays), dtype=np.int32), counts)
-        rows = jnp.concatenate([jnp.asarray(positions, dtype)[:, None], rois], axis=1)
-        return rois, jnp.asarray(positions), rows
+        # Built from each array's length as a shape, so that a length may be symbolic.
+        positions = jnp.concatenate(
+            [jnp.full((b.shape[0],), i, np.int32) for i, b in enumerate(arrays)]
+        )
+        rows = jnp.concatenate([positions.astype(dtype)[:, None], rois], axis=1)
+        return rois, positions, rows
     if isinstance(boxes, (str, bytes)) or not hasattr(boxes, "shape"):
         raise TypeError(f"`boxes` must be {_BOXES}, got {type(boxes).__name__}.")
     rows = jnp.asarray(boxes)

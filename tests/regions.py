@@ -1,0 +1,338 @@
+"""The region ops as one table of rows, for the tests that run every op the same way: exported
+with symbolic shapes (``test_symbolic_regions.py``) and sharded (``test_region_sharding.py``).
+
+A row calls one public function on feature maps in a given layout and on boxes of any count,
+in each of its ``variants`` (keyword arguments: modes, aligned modes, rules); the variants are
+dealt out over the row's layouts (:meth:`Row.variants_in`), so that each mode runs once, in
+one layout, and each layout runs several.  Its maps have the channels a test gives (a multiple
+of 8, so that the position-sensitive ops find their groups), its boxes come from a generator
+of ``count`` boxes on ``images`` images (the last of five or more on an image outside the
+batch, which reads nothing), and ``specs`` give each box array's shape with the box count as
+``r``.  ``smooth`` names the box arrays the op is differentiable in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from cases import random_boxes
+
+import jaxpool
+from jaxpool import torch as tv
+
+# One map of 9 x 10, or a pyramid of two levels (1/4 and 1/8) of a 64 x 64 image.
+MAP = ((9, 10),)
+PYRAMID = ((16, 16), (8, 8))
+SCALES = (1 / 4, 1 / 8)
+LAYOUTS = ("NCX", "NXC")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One op of the table (the module docstring)."""
+
+    name: str
+    call: Callable[..., Any]  # call(maps, boxes, data_format, **variant) -> one output
+    boxes: Callable[[np.random.Generator, int, int], tuple[np.ndarray, ...]]
+    specs: tuple[str, ...]
+    variants: tuple[dict[str, Any], ...] = ({},)
+    smooth: tuple[int, ...] = ()
+    maps: tuple[tuple[int, int], ...] = MAP
+    layouts: tuple[str, ...] = LAYOUTS
+    # Whether the number of images may be symbolic (torchvision's list of boxes holds one
+    # array per image, a static count).
+    symbolic_images: bool = True
+    # Whether a test runs the row on the portable program too, where the CPU's differs (the
+    # ``jaxpool.torch`` rows bind core ops whose own rows run both).
+    portable: bool = True
+    # Whether an output channel sums input channels that a channel-sharded map holds in
+    # different shards (position-sensitive pooling over several spatial bins).
+    channel_sums: bool = False
+
+    def variants_in(self, data_format: str) -> tuple[dict[str, Any], ...]:
+        """The variants that run in ``data_format``: every ``k``-th from its position among
+        the row's ``k`` layouts (all of them where there are fewer variants than layouts)."""
+        k = len(self.layouts)
+        if len(self.variants) < k:
+            return self.variants
+        return self.variants[self.layouts.index(data_format) :: k]
+
+    def outputs(self, maps, boxes, data_format: str) -> tuple[Any, ...]:
+        """The row's outputs in ``data_format``: one per variant of the layout."""
+        return tuple(
+            self.call(maps, boxes, data_format, **v) for v in self.variants_in(data_format)
+        )
+
+
+def _batch(rng: np.random.Generator, count: int, images: int) -> np.ndarray:
+    batch = rng.integers(0, images, count).astype(np.int32)
+    if count >= 5:
+        batch[-1] = images
+    return batch
+
+
+def aligned(rng, count, images, image=(9, 10)):
+    """``(rois [R, 4], batch_indices [R])``: boxes of every kind on an image of ``image``."""
+    rois = random_boxes(rng, count, image[0], image[1], 1.0, inverted=0.2)
+    return rois, _batch(rng, count, images)
+
+
+def rows5(rng, count, images, image=(9, 10)):
+    """``rois [R, 5]``: ``(batch_index, x_1, y_1, x_2, y_2)``."""
+    rois, batch = aligned(rng, count, images, image)
+    return (np.c_[batch.astype(np.float32), rois],)
+
+
+def rotated(rng, count, images):
+    """``(rois [R, 5], batch_indices [R])``: ``(center_x, center_y, width, height, angle)``."""
+    rois, batch = aligned(rng, count, images)
+    centre, size = (rois[:, :2] + rois[:, 2:]) / 2, np.abs(rois[:, 2:] - rois[:, :2])
+    angle = rng.uniform(-np.pi, np.pi, (count, 1))
+    return np.c_[centre, size, angle].astype(np.float32), batch
+
+
+def with_offsets(rng, count, images):
+    """``(rois [R, 5], offsets [R, 4, 2, 2])``: two classes of offsets on 2 x 2 parts."""
+    (rois,) = rows5(rng, count, images)
+    return rois, rng.uniform(-0.3, 0.3, (count, 4, 2, 2)).astype(np.float32)
+
+
+def pyramid(rng, count, images):
+    """``(rois [R, 4], batch_indices [R])`` on the 64 x 64 image of :data:`PYRAMID`."""
+    return aligned(rng, count, images, (64, 64))
+
+
+def per_image(rng, count, images):
+    """One ``[R, 4]`` array per image (torchvision's list of boxes)."""
+    return tuple(random_boxes(rng, count, 64, 64, 1.0) for _ in range(images))
+
+
+def _normalised(rows):
+    """Rows of :func:`rows5` with their corners divided by 9 (to about ``[-0.2, 1.2]``)."""
+    return rows * np.float32([[1, 1 / 9, 1 / 9, 1 / 9, 1 / 9]])
+
+
+def _channels(x, data_format: str) -> int:
+    return x.shape[1] if data_format == "NCX" else x.shape[-1]
+
+
+def _roi_pool(maps, boxes, fmt, method):
+    (rows,) = boxes
+    if method == "bilinear":
+        return jaxpool.roi_pool(maps[0], _normalised(rows), (2, 3), method=method, data_format=fmt)
+    return jaxpool.roi_pool(maps[0], rows, 2, spatial_scale=0.9, data_format=fmt)
+
+
+def _roi_align(maps, boxes, fmt, **variant):
+    return jaxpool.roi_align(maps[0], *boxes, 2, spatial_scale=0.9, data_format=fmt, **variant)
+
+
+def _rotated(maps, boxes, fmt, **variant):
+    return jaxpool.roi_align_rotated(maps[0], *boxes, 2, data_format=fmt, **variant)
+
+
+def _psroi_pool(maps, boxes, fmt, mode, rounding="openvino", spatial_bins=1):
+    (rows,) = boxes
+    c = _channels(maps[0], fmt)
+    if mode == "bilinear":
+        bins = spatial_bins * spatial_bins
+        return jaxpool.psroi_pool(
+            maps[0],
+            _normalised(rows),
+            c // bins,
+            3,
+            mode=mode,
+            spatial_bins=spatial_bins,
+            data_format=fmt,
+        )
+    return jaxpool.psroi_pool(
+        maps[0], rows, c // 4, 2, spatial_scale=0.9, rounding=rounding, data_format=fmt
+    )
+
+
+def _psroi_align(maps, boxes, fmt, **variant):
+    return jaxpool.psroi_align(maps[0], *boxes, 2, data_format=fmt, **variant)
+
+
+def _deformable(maps, boxes, fmt, offsets):
+    rois, given = boxes
+    return jaxpool.deformable_psroi_pool(
+        maps[0],
+        rois,
+        given if offsets else None,
+        output_dim=_channels(maps[0], fmt) // 4,
+        group_size=2,
+        spatial_bins=(1, 2),
+        trans_std=0.5,
+        data_format=fmt,
+    )
+
+
+def _multilevel(maps, boxes, fmt, **variant):
+    return jaxpool.multilevel_roi_align(
+        maps,
+        *boxes,
+        2,
+        spatial_scales=SCALES,
+        canonical_size=32,
+        canonical_level=3,
+        data_format=fmt,
+        **variant,
+    )
+
+
+def _torch(maps, boxes, fmt, op, **variant):
+    """A ``jaxpool.torch`` region function of one ``[K, 5]`` array of boxes."""
+    return getattr(tv, op)(maps[0], *boxes, 2, 0.9, **variant)
+
+
+def _torch_lists(maps, boxes, fmt, op, sampling_ratio):
+    """A ``jaxpool.torch`` region function of one ``[L, 4]`` array of boxes per image."""
+    if op == "roi_align":
+        return tv.roi_align(maps[0], list(boxes), 2, 0.25, sampling_ratio)
+    shapes = [(64, 64)] * len(boxes)
+    return tv.multi_scale_roi_align(maps, list(boxes), shapes, 2, sampling_ratio, 32, 3)
+
+
+def _aligns(ratio: int) -> tuple[dict[str, Any], ...]:
+    """ROIAlign's modes and aligned modes at ``sampling_ratio=ratio``: both modes in each
+    layout, each aligned mode in one at least."""
+    return tuple(
+        dict(mode=mode, aligned_mode=aligned_mode, sampling_ratio=ratio)
+        for mode, aligned_mode in (
+            ("avg", "asymmetric"),
+            ("max", "half_pixel_for_nn"),
+            ("max", "half_pixel"),
+            ("avg", "half_pixel"),
+        )
+    )
+
+
+def _rows(ratio: int, torch_ratio: int) -> tuple[Row, ...]:
+    """The rows of the ops that sample at ``sampling_ratio=ratio``."""
+    levels = tuple(
+        dict(level_rule=rule, sampling_ratio=ratio)
+        for rule in ("torchvision", "detectron2", "openvino")
+    )
+    aligned_modes = ("half_pixel_for_nn", "asymmetric")
+    suffix = "" if ratio else "_adaptive"
+    return (
+        Row(f"roi_align{suffix}", _roi_align, aligned, ("r, 4", "r"), _aligns(ratio), (0,)),
+        Row(
+            f"roi_align_rotated{suffix}",
+            _rotated,
+            rotated,
+            ("r, 5", "r"),
+            tuple(dict(sampling_ratio=ratio, clockwise=c) for c in (False, True)),
+            (0,),
+        ),
+        Row(
+            f"psroi_align{suffix}",
+            _psroi_align,
+            aligned,
+            ("r, 4", "r"),
+            tuple(dict(sampling_ratio=ratio, aligned_mode=a) for a in aligned_modes),
+            (0,),
+        ),
+        Row(
+            f"multilevel_roi_align{suffix}",
+            _multilevel,
+            pyramid,
+            ("r, 4", "r"),
+            levels,
+            (0,),
+            PYRAMID,
+        ),
+        Row(
+            f"torch.aligns{suffix}",
+            _torch,
+            rows5,
+            ("r, 5",),
+            (
+                dict(op="roi_align", sampling_ratio=torch_ratio),
+                dict(op="ps_roi_align", sampling_ratio=torch_ratio),
+            ),
+            (0,),
+            layouts=("NCX",),
+            portable=False,
+        ),
+        Row(
+            f"torch.lists{suffix}",
+            _torch_lists,
+            per_image,
+            ("r, 4", "r, 4"),
+            tuple(
+                dict(op=op, sampling_ratio=torch_ratio)
+                for op in ("roi_align", "multi_scale_roi_align")
+            ),
+            (0, 1),
+            PYRAMID,
+            ("NCX",),
+            symbolic_images=False,
+            portable=False,
+        ),
+    )
+
+
+# The rows at a fixed sampling ratio (1: what the programs of every ratio share, at the least
+# compile time) and of the ops that have none ...
+ROWS = (
+    Row(
+        "roi_pool",
+        _roi_pool,
+        rows5,
+        ("r, 5",),
+        (dict(method="max"), dict(method="bilinear")),
+        (0,),
+    ),
+    *_rows(1, 1),
+    Row(
+        "psroi_pool",
+        _psroi_pool,
+        rows5,
+        ("r, 5",),
+        (
+            dict(mode="average"),
+            dict(mode="average", rounding="torchvision"),
+            dict(mode="bilinear"),
+        ),
+        (0,),
+    ),
+    Row(
+        "psroi_pool_spatial_bins",
+        _psroi_pool,
+        rows5,
+        ("r, 5",),
+        (dict(mode="bilinear", spatial_bins=2),),
+        (0,),
+        channel_sums=True,
+    ),
+    Row(
+        "deformable_psroi_pool",
+        _deformable,
+        with_offsets,
+        ("r, 5", "r, 4, 2, 2"),
+        (dict(offsets=False), dict(offsets=True)),
+        (1,),
+    ),
+    Row(
+        "torch.pools",
+        _torch,
+        rows5,
+        ("r, 5",),
+        (dict(op="roi_pool"), dict(op="ps_roi_pool")),
+        layouts=("NCX",),
+        portable=False,
+    ),
+)
+
+# ... and with adaptive sampling (sampling_ratio=0; torchvision's -1).
+ADAPTIVE_ROWS = _rows(0, -1)
+
+# ROIAlign's average with adaptive sampling alone, the mode whose programs compile fastest.
+ADAPTIVE_AVERAGE = Row(
+    "roi_align_adaptive_avg", _roi_align, aligned, ("r, 4", "r"), (dict(sampling_ratio=0),), (0,)
+)
