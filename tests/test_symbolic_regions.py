@@ -31,7 +31,7 @@ from jaxpool import torch as tv
 from jaxpool._src import dispatch
 
 # Whether adaptive sampling exports with a symbolic box count (true once its rewrite lands).
-ADAPTIVE_EXPORTS = False
+ADAPTIVE_EXPORTS = True
 
 PLATFORMS = ("cpu", "cuda", "tpu")
 CHANNELS = 8
