@@ -169,7 +169,7 @@ def _transpose(cts, trips, *args, fun, fun_t, num_res, num_lin):
     if any(ad.is_undefined_primal(x) for x in lin):
         avals = [x.aval if ad.is_undefined_primal(x) else jax.typeof(x) for x in lin]
         if fun_t is None:
-            fun_t = _jaxpr(_vjp_transpose(fun, num_res, len(avals)), [*res, *cts, *avals])
+            fun_t = _jaxpr(_vjp_transpose(fun, num_res), [*res, *cts, *avals])
         zeros = [jnp.zeros(a.shape, a.dtype) for a in avals]
         found = _bind(trips, res, cts, zeros, fun_t, fun)
         lin_cts = [c if ad.is_undefined_primal(x) else None for c, x in zip(found, lin)]
@@ -177,7 +177,7 @@ def _transpose(cts, trips, *args, fun, fun_t, num_res, num_lin):
     return [None] * (1 + num_res) + lin_cts + acc_cts
 
 
-def _vjp_transpose(fun: ClosedJaxpr, num_res: int, num_lin: int) -> Callable:
+def _vjp_transpose(fun: ClosedJaxpr, num_res: int) -> Callable:
     """``fun_t`` of ``fun`` by ``jax.vjp`` of its contribution, taken at 0 (it is linear):
     flat arguments ``(t, *res, *ct, *acc_lin)``."""
     g = _contribution(fun)
@@ -190,7 +190,6 @@ def _vjp_transpose(fun: ClosedJaxpr, num_res: int, num_lin: int) -> Callable:
         _, pullback = jax.vjp(lambda *lin: g(t, res, list(lin)), *zeros)
         return [a + c for a, c in zip(acc, pullback(cts))]
 
-    del num_lin
     return transposed
 
 
