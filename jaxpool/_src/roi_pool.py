@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxpool._src import exporting
 from jaxpool._src import roi as roi_lib
@@ -87,7 +88,13 @@ def _max_bins(
         same = (new == old) | (new_nan & old_nan)
         return (new_nan & ~old_nan) | (new > old) | (same & (new_at < old_at))
 
-    chunks = [jnp.max(-(-(highs[a] - lows[a]) // bounds[a]), initial=1) for a in range(2)]
+    # Chunks per bin, ceil((high - low) / bound), as a truncating division of non-negative
+    # integers: jnp's floor division of a negative one adds a select over `div` and `rem`, a
+    # pattern backends have compiled wrongly.
+    chunks = [
+        jnp.max(lax.div(highs[a] - lows[a] + bounds[a] - 1, np.int32(bounds[a])), initial=1)
+        for a in range(2)
+    ]
 
     def body(state):
         t, best, at = state
