@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import averaging, dispatch, exporting
+from jaxpool._src import averaging, batch_axes, dispatch, exporting
 from jaxpool._src import bins as bins_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
@@ -70,6 +70,7 @@ def _adaptive_avg_pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
     return averaging.divide(total, divisor, x.dtype)
 
 
+@batch_axes.merges_batch_axes("output_size")
 @exporting.exportable
 def adaptive_avg_pool(
     x: jax.typing.ArrayLike,

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import batch_axes, dispatch, exporting
 from jaxpool._src import bins as bins_lib
-from jaxpool._src import dispatch, exporting
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.window import AdaptiveWindow
@@ -135,6 +135,7 @@ def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None):
     )
 
 
+@batch_axes.merges_batch_axes("output_size")
 @exporting.exportable
 def adaptive_max_pool(
     x: jax.typing.ArrayLike,

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import dispatch, exporting
+from jaxpool._src import batch_axes, dispatch, exporting
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.averaging import (
@@ -100,6 +100,7 @@ def _avg_pool(
     return divide(total, divisor, x.dtype, integer_division)
 
 
+@batch_axes.merges_batch_axes("kernel")
 @exporting.exportable
 def avg_pool(
     x: jax.typing.ArrayLike,

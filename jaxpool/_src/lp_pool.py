@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import dispatch, exporting
+from jaxpool._src import batch_axes, dispatch, exporting
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.averaging import accumulator_dtype
@@ -106,6 +106,7 @@ def _check_p(p: Any) -> float:
     return value
 
 
+@batch_axes.merges_batch_axes("kernel")
 @exporting.exportable
 def lp_pool(
     x: jax.typing.ArrayLike,

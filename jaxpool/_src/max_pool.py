@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxpool._src import batch_axes, dispatch, exporting
 from jaxpool._src import blocks as blocks_lib
-from jaxpool._src import dispatch, exporting
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import taps as taps_lib
 from jaxpool._src import window as window_lib
@@ -96,6 +96,7 @@ def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None)
     return _argmax_linear(x, window, jnp.broadcast_to(offset, window.out_shape))
 
 
+@batch_axes.merges_batch_axes("kernel")
 @exporting.exportable
 def max_pool(
     x: jax.typing.ArrayLike,

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import exporting, unpool_planes, unpool_windows
+from jaxpool._src import batch_axes, exporting, unpool_planes, unpool_windows
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.unpool_planes import Planes
@@ -225,6 +225,7 @@ def _check_concrete(
             )
 
 
+@batch_axes.merges_batch_axes("kernel", ("y", "indices"), "output_shape")
 @exporting.exportable
 def max_unpool(
     y: jax.typing.ArrayLike,
