@@ -9,6 +9,7 @@ from jaxpool._src.deformable_psroi_pool import deformable_psroi_pool as deformab
 from jaxpool._src.fractional_max_pool import fractional_max_pool as fractional_max_pool
 from jaxpool._src.lp_pool import lp_pool as lp_pool
 from jaxpool._src.max_pool import max_pool as max_pool
+from jaxpool._src.min_pool import min_pool as min_pool
 from jaxpool._src.multilevel_roi_align import multilevel_roi_align as multilevel_roi_align
 from jaxpool._src.psroi_align import psroi_align as psroi_align
 from jaxpool._src.psroi_pool import psroi_pool as psroi_pool
@@ -28,6 +29,7 @@ __all__ = [
     "lp_pool",
     "max_pool",
     "max_unpool",
+    "min_pool",
     "multilevel_roi_align",
     "openvino",
     "psroi_align",

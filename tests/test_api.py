@@ -39,6 +39,20 @@ SIGNATURES = {
         ("index_element_type", K, None),
         ("axis", K, 0),
     ],
+    "min_pool": [
+        ("x", P, REQUIRED),
+        ("kernel", P, REQUIRED),
+        ("strides", P, None),
+        ("pads_begin", P, None),
+        ("pads_end", P, None),
+        ("dilations", K, None),
+        ("rounding_type", K, "floor"),
+        ("auto_pad", K, "explicit"),
+        ("data_format", K, "NCX"),
+        ("return_indices", K, False),
+        ("index_element_type", K, None),
+        ("axis", K, 0),
+    ],
     "avg_pool": [
         ("x", P, REQUIRED),
         ("kernel", P, REQUIRED),
@@ -174,6 +188,7 @@ NODE_SIGNATURE = [("node", P, REQUIRED), ("index_element_type", K, None), ("opse
 # Module -> (function, the function's array arguments, which the module's call takes).
 MODULES = {
     "MaxPool": ("max_pool", ("x",)),
+    "MinPool": ("min_pool", ("x",)),
     "AvgPool": ("avg_pool", ("x",)),
     "AdaptiveMaxPool": ("adaptive_max_pool", ("x",)),
     "AdaptiveAvgPool": ("adaptive_avg_pool", ("x",)),

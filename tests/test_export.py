@@ -217,6 +217,23 @@ ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Build]] = {
             )
         ),
     ),
+    # NXC with two leading batch axes, the tuple kernel fixing the spatial axes
+    "min_pool": (
+        LAYOUTS,
+        WINDOW_DTYPES,
+        _x_only(
+            lambda x, f: jaxpool.min_pool(
+                x if f == "NCX" else x[None],
+                (3, 3),
+                2,
+                1,
+                1,
+                rounding_type="ceil",
+                data_format=f,
+                return_indices=True,
+            )
+        ),
+    ),
     "avg_pool": (
         LAYOUTS,
         WINDOW_DTYPES,

@@ -28,6 +28,7 @@ __all__ = [
     "LpPool",
     "MaxPool",
     "MaxUnpool",
+    "MinPool",
     "eqx",
     "linen",
     "nnx",

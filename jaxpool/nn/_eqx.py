@@ -110,8 +110,10 @@ class MaxPool(_Sliding):
         self.return_indices = return_indices
         self.index_element_type = index_element_type
 
+    _pool = staticmethod(jaxpool.max_pool)
+
     def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> Any:
-        out = jaxpool.max_pool(
+        out = self._pool(
             _batched(x, self.num_spatial_dims),
             **self._window(),
             return_indices=self.return_indices,
@@ -119,6 +121,19 @@ class MaxPool(_Sliding):
             axis=2,
         )
         return _unbatched(out)
+
+
+class MinPool(MaxPool):
+    """Min pooling of one unbatched input, :func:`jaxpool.min_pool`; ``(y, indices)`` with
+    ``return_indices``, the indices positions in each channel's plane.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> MinPool(2, num_spatial_dims=1)(jnp.array([[3.0, 1.0, -2.0, 4.0]])).tolist()
+      [[1.0, -2.0]]
+    """
+
+    _pool = staticmethod(jaxpool.min_pool)
 
 
 class AvgPool(_Sliding):

@@ -36,8 +36,10 @@ class MaxPool(linen.Module):
     index_element_type: Any = None
     axis: int = 0
 
+    _pool = staticmethod(jaxpool.max_pool)
+
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return jaxpool.max_pool(
+        return self._pool(
             x,
             self.kernel,
             self.strides,
@@ -51,6 +53,12 @@ class MaxPool(linen.Module):
             index_element_type=self.index_element_type,
             axis=self.axis,
         )
+
+
+class MinPool(MaxPool):
+    """Min pooling, :func:`jaxpool.min_pool`; ``(y, indices)`` with ``return_indices``."""
+
+    _pool = staticmethod(jaxpool.min_pool)
 
 
 class AvgPool(linen.Module):

@@ -55,8 +55,10 @@ class MaxPool(nnx.Module):
         self.index_element_type = index_element_type
         self.axis = axis
 
+    _pool = staticmethod(jaxpool.max_pool)
+
     def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return jaxpool.max_pool(
+        return self._pool(
             x,
             self.kernel,
             self.strides,
@@ -70,6 +72,18 @@ class MaxPool(nnx.Module):
             index_element_type=self.index_element_type,
             axis=self.axis,
         )
+
+
+class MinPool(MaxPool):
+    """Min pooling, :func:`jaxpool.min_pool`; ``(y, indices)`` with ``return_indices``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> MinPool((2, 2))(jnp.arange(16.0).reshape(4, 4, 1))[:, :, 0].tolist()  # no batch axis
+      [[0.0, 2.0], [8.0, 10.0]]
+    """
+
+    _pool = staticmethod(jaxpool.min_pool)
 
 
 class AvgPool(nnx.Module):

@@ -13,6 +13,7 @@ from jaxpool.nn._eqx import AvgPool as AvgPool
 from jaxpool.nn._eqx import LpPool as LpPool
 from jaxpool.nn._eqx import MaxPool as MaxPool
 from jaxpool.nn._eqx import MaxUnpool as MaxUnpool
+from jaxpool.nn._eqx import MinPool as MinPool
 
 __all__ = [
     "AdaptiveAvgPool",
@@ -21,4 +22,5 @@ __all__ = [
     "LpPool",
     "MaxPool",
     "MaxUnpool",
+    "MinPool",
 ]

@@ -10,6 +10,7 @@ from jaxpool.nn._linen import AvgPool as AvgPool
 from jaxpool.nn._linen import LpPool as LpPool
 from jaxpool.nn._linen import MaxPool as MaxPool
 from jaxpool.nn._linen import MaxUnpool as MaxUnpool
+from jaxpool.nn._linen import MinPool as MinPool
 
 __all__ = [
     "AdaptiveAvgPool",
@@ -18,4 +19,5 @@ __all__ = [
     "LpPool",
     "MaxPool",
     "MaxUnpool",
+    "MinPool",
 ]

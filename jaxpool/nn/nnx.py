@@ -10,6 +10,7 @@ from jaxpool.nn._nnx import AvgPool as AvgPool
 from jaxpool.nn._nnx import LpPool as LpPool
 from jaxpool.nn._nnx import MaxPool as MaxPool
 from jaxpool.nn._nnx import MaxUnpool as MaxUnpool
+from jaxpool.nn._nnx import MinPool as MinPool
 
 __all__ = [
     "AdaptiveAvgPool",
@@ -18,4 +19,5 @@ __all__ = [
     "LpPool",
     "MaxPool",
     "MaxUnpool",
+    "MinPool",
 ]

@@ -69,6 +69,12 @@ TABLE: tuple[Row, ...] = (
         "no input element, pads not smaller than the kernel (ONNX Runtime refuses them)",
     ),
     Row(
+        "min_pool",
+        "composition",
+        "Neg (integers: BitwiseNot) + MaxPool + Neg",
+        "max_pool's node on the order-reversed input, reversed back; max_pool's refusals",
+    ),
+    Row(
         "avg_pool",
         "node",
         "AveragePool",
