@@ -34,6 +34,10 @@ def _batched(module, x):
             lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=2),
         ),
         (
+            peqx.MinPool(3, 2, 1, 1, num_spatial_dims=2, return_indices=True),
+            lambda x: jaxpool.min_pool(x, 3, 2, 1, 1, return_indices=True, axis=2),
+        ),
+        (
             peqx.AvgPool(3, 1, 1, 1, num_spatial_dims=2, exclude_pad=True),
             lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1, exclude_pad=True),
         ),
@@ -62,6 +66,7 @@ def _batched(module, x):
     ids=[
         "max",
         "max-indices",
+        "min-indices",
         "avg",
         "avg-padded-input",
         "avg-divisor-override",

@@ -10,6 +10,7 @@ import numpy as np
 import optax
 import pytest
 from flax import linen, nnx
+from flax.linen import pooling as flax_pooling
 
 import jaxpool
 from jaxpool import nn as pnn
@@ -230,3 +231,211 @@ def test_linen_training_lowers_the_loss():
             losses.append(float(loss))
     assert all(np.isfinite(losses))
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+# --------------------------------------------------------------------------------------------
+# Batch axes as flax.linen's pools take them: none, one or several, where a tuple window fixes
+# the spatial axes; flax.linen's pools are the oracle, values and gradients.
+# --------------------------------------------------------------------------------------------
+
+BATCHES = [(), (2,), (2, 3)]
+
+# (module, its kwargs, function, flax.linen's pool, flax's kwargs); NXC throughout.  Flax pads
+# only one batch axis where `padding` is explicit, so its padded windows here are "SAME".
+FLAX_CASES = [
+    ("MaxPool", dict(kernel=(2, 2), strides=(1, 1)), jaxpool.max_pool, flax_pooling.max_pool,
+     dict(window_shape=(2, 2), strides=(1, 1))),
+    ("MinPool", dict(kernel=(3, 2), strides=(2, 1), auto_pad="same_upper"), jaxpool.min_pool,
+     flax_pooling.min_pool, dict(window_shape=(3, 2), strides=(2, 1), padding="SAME")),
+    ("MinPool", dict(kernel=(3,), strides=(2,), auto_pad="same_upper"), jaxpool.min_pool,
+     flax_pooling.min_pool, dict(window_shape=(3,), strides=(2,), padding="SAME")),
+    ("AvgPool", dict(kernel=(3, 2), strides=(1, 2), auto_pad="same_upper", exclude_pad=True),
+     jaxpool.avg_pool, flax_pooling.avg_pool,
+     dict(window_shape=(3, 2), strides=(1, 2), padding="SAME", count_include_pad=False)),
+    ("MaxPool", dict(kernel=(2, 1, 2), strides=(1, 1, 2)), jaxpool.max_pool, flax_pooling.max_pool,
+     dict(window_shape=(2, 1, 2), strides=(1, 1, 2))),
+]  # fmt: skip
+
+
+def tie_free(shape, seed=0):
+    """Distinct float32 values, so that every window has one maximum and one minimum."""
+    values = np.random.default_rng(seed).permutation(int(np.prod(shape))).reshape(shape)
+    return (values / values.size - 0.5).astype(np.float32)
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch{b}")
+@pytest.mark.parametrize("name,kwargs,fn,flax_pool,flax_kwargs", FLAX_CASES)
+def test_batch_axes_match_flax(batch, name, kwargs, fn, flax_pool, flax_kwargs):
+    nd = len(kwargs["kernel"])
+    x = tie_free((*batch, *(7, 6, 5)[:nd], 3))
+    kwargs = dict(kwargs)
+    kernel = kwargs.pop("kernel")
+    ct = np.cos(np.arange(1e4, dtype=np.float32))
+
+    def ours(x):
+        return fn(x, kernel, data_format="NXC", **kwargs)
+
+    def theirs(x):
+        return flax_pool(x, **flax_kwargs)
+
+    want = theirs(x)
+    got = ours(x)
+    assert got.shape == want.shape == (*batch, *want.shape[len(batch) :])
+    exact = fn is not jaxpool.avg_pool  # sums add in another order
+    tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got, want, **tol)
+    grads = [
+        jax.grad(lambda x, f=f: (f(x) * ct[: want.size].reshape(want.shape)).sum())(x)
+        for f in (ours, theirs)
+    ]
+    np.testing.assert_allclose(*grads, **tol)
+    assert_equal_outputs(getattr(pnn, name)(kernel, **kwargs)(x), got)
+    assert_equal_outputs(getattr(pnn.linen, name)(kernel, **kwargs).apply({}, x), got)
+
+
+def merged_call(fn, x, lead, *args, **kwargs):
+    """``fn`` of ``x`` reshaped to one batch axis, its outputs split back into ``lead``."""
+    out = fn(x.reshape(int(np.prod(lead)), *x.shape[len(lead) :]), *args, **kwargs)
+    return jax.tree.map(lambda o: np.asarray(o).reshape(*lead, *o.shape[1:]), out)
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch{b}")
+@pytest.mark.parametrize("axis", [0, 2])
+def test_batch_axes_indices_are_those_of_the_merged_batch(batch, axis):
+    """With several batch axes, `axis=0` indices are row-major positions in the whole tensor,
+    the batch axes first (the NCX view of the input on one merged batch axis), and `axis=2`
+    positions in each (n, c) plane; without a batch axis, `axis=0` counts over (C, *spatial).
+    `max_unpool` with the same window places the values back."""
+    x = tie_free((*batch, 6, 5, 3), seed=1)
+    pool = pnn.MaxPool((2, 2), strides=1, return_indices=True, axis=axis)
+    y, i = pool(x)
+    want = merged_call(
+        jaxpool.max_pool, x, batch, (2, 2), 1, return_indices=True, axis=axis, data_format="NXC"
+    )
+    assert_equal_outputs((y, i), tuple(jnp_like(w) for w in want))
+    lead = len(batch)
+    if axis == 0:  # positions in the NCX view of the whole tensor, batch axes first
+        ncx = np.moveaxis(x, -1, lead)
+        np.testing.assert_array_equal(ncx.ravel()[np.asarray(i)], y)
+    else:
+        planes = np.moveaxis(x, -1, lead).reshape(*batch, 3, -1)
+        flat = np.moveaxis(np.asarray(i), -1, lead).reshape(*batch, 3, -1)
+        np.testing.assert_array_equal(
+            np.take_along_axis(planes, flat, -1),
+            np.moveaxis(np.asarray(y), -1, lead).reshape(flat.shape),
+        )
+    unpool = pnn.MaxUnpool(axis=axis, kernel=(2, 2), strides=1)
+    back = unpool(y, i, x.shape)
+    want_back = merged_call(
+        lambda yi, idx, shape: jaxpool.max_unpool(
+            yi, idx, shape, axis=axis, kernel=(2, 2), strides=1, data_format="NXC"
+        ),
+        np.asarray(y),
+        batch,
+        np.asarray(i).reshape(-1, *i.shape[lead:]),
+        (int(np.prod(batch)), *x.shape[lead:]),
+    )
+    np.testing.assert_array_equal(back, want_back)
+    np.testing.assert_array_equal(pnn.linen.MaxUnpool(axis, kernel=(2, 2), strides=1).apply(
+        {}, y, i, x.shape), back)  # fmt: skip
+
+
+def jnp_like(a):
+    return jax.numpy.asarray(a)
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)], ids=lambda b: f"batch{b}")
+@pytest.mark.parametrize("name", ["AdaptiveMaxPool", "AdaptiveAvgPool"])
+def test_adaptive_batch_axes_are_the_merged_batch(batch, name):
+    x = tie_free((*batch, 7, 5, 3), seed=2)
+    fn = jaxpool.adaptive_max_pool if name == "AdaptiveMaxPool" else jaxpool.adaptive_avg_pool
+    extra = dict(return_indices=True) if name == "AdaptiveMaxPool" else {}
+    want = merged_call(fn, x, batch, (3, None), data_format="NXC", **extra)
+    got = getattr(pnn, name)((3, None), **extra)(x)
+    assert_equal_outputs(got, tuple(jnp_like(w) for w in as_tuple(want)))
+    assert_equal_outputs(getattr(pnn.linen, name)((3, None), **extra).apply({}, x), got)
+
+
+def test_an_int_window_keeps_one_batch_axis():
+    # an int kernel fixes no number of spatial axes: (2, 7, 6, 3) is one batch axis and 2-D,
+    # and a rank-6 input is refused as before
+    np.testing.assert_array_equal(pnn.MaxPool(2)(X), jaxpool.max_pool(X, (2, 2), data_format="NXC"))
+    with pytest.raises(ValueError, match="rank"):
+        pnn.MaxPool(2)(np.zeros((1, 2, 4, 4, 4, 3), np.float32))
+
+
+def test_several_batch_axes_export_symbolically():
+    module = pnn.MinPool((2, 2), return_indices=True, axis=2)
+    x = tie_free((2, 3, 6, 4, 2))
+    specs = jax.export.symbolic_args_specs((x,), "b1, b2, ...")
+    exported = jax.export.export(jax.jit(module.__call__))(*specs)
+    for shape in [(2, 3, 6, 4, 2), (1, 4, 6, 4, 2)]:
+        x = tie_free(shape, seed=3)
+        assert_equal_outputs(exported.call(x), module(x))
+
+
+# --------------------------------------------------------------------------------------------
+# min_pool against flax.flax_pooling.min_pool: Flax's own pooling test cases, values and gradients.
+# --------------------------------------------------------------------------------------------
+
+# (input, window_shape, flax's strides, padding): flax's linen_test.py pooling cases
+FLAX_MIN_POOL_CASES = [
+    (np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1), (2, 2), None, "VALID"),
+    (np.arange(9, dtype=np.float32).reshape(3, 3, 1), (2, 2), None, "VALID"),  # no batch axis
+    (np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 2, 2, 1), (2, 2), None, "SAME"),
+    (np.full((1, 3, 3, 1), 2.0, np.float32), (2, 2), None, "VALID"),  # every element ties
+    (tie_free((1, 8, 32, 32, 3)), (2, 2), (2, 2), "VALID"),  # variable batch dims
+    (tie_free((32, 32, 3)), (2, 2), (2, 2), "VALID"),  # no batch dims
+]
+
+
+@pytest.mark.parametrize("x,window,strides,padding", FLAX_MIN_POOL_CASES)
+def test_min_pool_is_flaxs(x, window, strides, padding):
+    auto_pad = "same_upper" if padding == "SAME" else "valid"
+    stride = strides or (1,) * len(window)
+
+    def ours(x):
+        return jaxpool.min_pool(x, window, stride, auto_pad=auto_pad, data_format="NXC")
+
+    def theirs(x):
+        return flax_pooling.min_pool(x, window, strides, padding)
+
+    want = theirs(x)
+    np.testing.assert_array_equal(ours(x), want)
+    if np.unique(x).size == x.size:  # tie-free: one argmin per window, both agree
+        for loss in (lambda f: lambda x: f(x).sum(), lambda f: lambda x: (f(x) ** 2).sum()):
+            np.testing.assert_array_equal(jax.grad(loss(ours))(x), jax.grad(loss(theirs))(x))
+    else:  # ties: the first minimum of each window (flax's reduce_window leaves it open)
+        grad = jax.grad(lambda x: ours(x).sum())(x)
+        assert grad.sum() == want.size and set(np.unique(grad)) <= {0.0, 1.0, 2.0, 4.0}
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+def test_min_pool_of_integers_reaches_the_types_ends(dtype):
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(4).integers(info.min, info.max, (2, 3, 4, 6), endpoint=True)
+    x = x.astype(dtype)
+    x[0, 0, :2, :2] = info.min
+    x[0, 1, :2, :2] = info.max
+    y, i = jaxpool.min_pool(x, 2, return_indices=True, axis=2)
+    want = x.reshape(2, 3, 2, 2, 3, 2).min(axis=(3, 5))
+    np.testing.assert_array_equal(y, want)
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(
+        np.take_along_axis(x.reshape(2, 3, -1), np.asarray(i).reshape(2, 3, -1), -1).reshape(
+            want.shape
+        ),
+        want,
+    )
+    # a window in the padding only gives the type's maximum, as +inf for floats
+    assert jaxpool.min_pool(x, 2, 2, 0, 2, rounding_type="ceil")[..., -1].max() == info.max
+
+
+def test_min_pool_nan_and_infinities():
+    x = np.array([[[3.0, np.nan, 1.0, -np.inf, np.inf, np.inf]]], np.float32)
+    y, i = jaxpool.min_pool(x, 2, return_indices=True)
+    np.testing.assert_array_equal(y, [[[np.nan, -np.inf, np.inf]]])
+    np.testing.assert_array_equal(i, [[[1, 3, 4]]])
+    np.testing.assert_array_equal(
+        y, flax_pooling.min_pool(x.transpose(0, 2, 1), (2,), (2,)).transpose(0, 2, 1)
+    )
