@@ -9,6 +9,7 @@ refusal is checked with its message.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -607,3 +608,11 @@ def test_table_covers_every_public_op():
 
     ops = {row.op for row in onnx_export.TABLE}
     assert ops == set(jaxpool.__all__) - {"openvino"}
+
+
+def test_min_pool_and_batch_axes_export_as_max_pool_nodes():
+    x = np.random.default_rng(0).permutation(2 * 3 * 6 * 5 * 2).reshape(2, 3, 6, 5, 2)
+    pool = functools.partial(jaxpool.min_pool, kernel=(2, 2), strides=1, data_format="NXC")
+    types = roundtrip(lambda x: pool(x, return_indices=True, axis=2), x.astype(np.float32))
+    assert "MaxPool" in types and "Neg" in types
+    assert "BitwiseNot" in roundtrip(pool, x[0].astype(np.int32))

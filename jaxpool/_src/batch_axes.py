@@ -78,28 +78,34 @@ def merges_batch_axes(
 
     def decorate(op: F) -> F:
         signature = inspect.signature(op)
+        names = list(signature.parameters)
+        first_at, spec_at = names.index(arrays[0]), names.index(spec_name)
+
+        def argument(args: tuple, kwargs: dict, name: str, at: int) -> Any:
+            return args[at] if at < len(args) else kwargs.get(name)
 
         @functools.wraps(op)
         def call(*args: Any, **kwargs: Any) -> Any:
-            bound = signature.bind(*args, **kwargs)
-            values = bound.arguments
-            first = values.get(arrays[0])
-            if values.get("data_format") != "NXC" or first is None:
+            # `data_format` is keyword-only: the ops' own calls return here at once
+            first = argument(args, kwargs, arrays[0], first_at)
+            if kwargs.get("data_format") != "NXC" or first is None:
                 return op(*args, **kwargs)
-            lead = leading_axes(arrays[0], jnp.shape(first), spec_name, values.get(spec_name))
+            spec = argument(args, kwargs, spec_name, spec_at)
+            lead = leading_axes(arrays[0], np.shape(first), spec_name, spec)
             if lead is None:
                 return op(*args, **kwargs)
+            values = signature.bind(*args, **kwargs).arguments
             for name in arrays:
-                if jnp.shape(values[name]) != jnp.shape(first):
+                if np.shape(values[name]) != np.shape(first):
                     raise ValueError(
-                        f"`{name}` of shape {jnp.shape(values[name])} must have the shape of "
-                        f"`{arrays[0]}` ({jnp.shape(first)})."
+                        f"`{name}` of shape {np.shape(values[name])} must have the shape of "
+                        f"`{arrays[0]}` ({np.shape(first)})."
                     )
                 values[name] = _merged(values[name], lead)
             if shape_name is not None:
                 rank = len(lead) + values[arrays[0]].ndim - 1
                 values[shape_name] = _merged_shape(values[shape_name], lead, rank)
-            out = op(*bound.args, **bound.kwargs)
+            out = op(**values)
             return jax.tree.map(lambda o: o.reshape((*lead, *o.shape[1:])), out)
 
         return call  # type: ignore[return-value]
