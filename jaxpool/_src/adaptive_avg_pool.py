@@ -95,6 +95,8 @@ def adaptive_avg_pool(
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
         1 to 3 spatial axes; a floating or integer dtype.
+        In ``NXC`` with a sequence ``output_size``, also ``[*spatial, C]`` or ``[B1, B2, ...,
+        *spatial, C]``, pooled as one batch axis ``B1 * B2 * ...`` (Flax's batch axes).
       output_size: the output spatial size, an int or one entry per spatial axis; ``None``
         keeps that axis' input size.  It may exceed the input size.
       data_format: ``"NCX"`` or ``"NXC"``.

@@ -132,6 +132,8 @@ def max_pool(
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
         1 to 3 spatial axes; a floating or integer dtype.
+        In ``NXC`` with a sequence ``kernel``, also ``[*spatial, C]`` or ``[B1, B2, ...,
+        *spatial, C]``, pooled as one batch axis ``B1 * B2 * ...`` (Flax's batch axes).
       kernel: window size, an int or one per spatial axis.
       strides: window step; ``None`` means ``kernel``.
       pads_begin, pads_end: padding at the start/end of each spatial axis (default 0).

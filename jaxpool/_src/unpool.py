@@ -295,7 +295,8 @@ def max_unpool(
 
     Args:
       y: pooled values of shape ``[N, C, *pooled]`` (``NCX``) or ``[N, *pooled, C]``
-        (``NXC``), with 1 to 3 spatial axes.  ``N`` may be symbolic (``jax.export``).
+        (``NXC``), with 1 to 3 spatial axes.  ``N`` may be symbolic (``jax.export``).  In
+        ``NXC`` with a sequence ``kernel``, also no or several batch axes, as ``max_pool``'s.
       indices: integer indices of the shape of ``y``.
       output_shape: the full shape of the pooled input, in ``data_format``'s layout, with the
         batch and channel sizes of ``y`` (the batch may be ``y``'s symbolic batch).

@@ -2,8 +2,10 @@
 
 ``jaxpool.nn`` holds the Flax NNX modules (``pip install jaxpool[flax]``), ``jaxpool.nn.linen``
 their Linen twins, and ``jaxpool.nn.eqx`` Equinox modules (``pip install jaxpool[equinox]``).
-The Flax modules are channels-last by default (``data_format="NXC"``) as Flax layers are;
-every other argument has the name, meaning and default of the function the module calls.
+The Flax modules are channels-last by default (``data_format="NXC"``) as Flax layers are, and,
+as Flax's pools, a tuple window takes no batch axis or several (``(H, W, C)``,
+``(B1, B2, H, W, C)``); every other argument has the name, meaning and default of the function
+the module calls.
 Each framework is imported on first use of its modules: ``import jaxpool.nn.eqx`` needs no
 Flax.
 
