@@ -425,7 +425,7 @@ def test_min_pool_is_flaxs(x, window, strides, padding):
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
-def test_min_pool_of_integers_reaches_the_types_ends(dtype):
+def test_min_pool_of_integers_reaches_the_types_ends(dtype, program):
     info = np.iinfo(dtype)
     x = np.random.default_rng(4).integers(info.min, info.max, (2, 3, 4, 6), endpoint=True)
     x = x.astype(dtype)
@@ -445,7 +445,7 @@ def test_min_pool_of_integers_reaches_the_types_ends(dtype):
     assert jaxpool.min_pool(x, 2, 2, 0, 2, rounding_type="ceil")[..., -1].max() == info.max
 
 
-def test_min_pool_nan_and_infinities():
+def test_min_pool_nan_and_infinities(program):
     x = np.array([[[3.0, np.nan, 1.0, -np.inf, np.inf, np.inf]]], np.float32)
     y, i = jaxpool.min_pool(x, 2, return_indices=True)
     np.testing.assert_array_equal(y, [[[np.nan, -np.inf, np.inf]]])

@@ -54,8 +54,9 @@ def min_pool(
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
         1 to 3 spatial axes; a floating or integer dtype.
-      kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad, data_format,
-        return_indices, index_element_type, axis: as for :func:`max_pool`.
+      kernel, strides, pads_begin, pads_end, dilations: the window, as for :func:`max_pool`.
+      rounding_type, auto_pad, data_format: as for :func:`max_pool`.
+      return_indices, index_element_type, axis: the indices, as for :func:`max_pool`.
 
     Returns:
       ``y`` with the dtype of ``x``, or ``(y, indices)``, the indices of the minima.
