@@ -61,7 +61,8 @@ def _per_axis(draw, nd, low, high, bad):
 
 
 def _bad_sizes(low):
-    return lambda nd: [low - 1, (low,) * (nd + 1), float(low + 1), str(low + 1), True]
+    # nd + 2 entries: too many in both layouts (nd + 1 is an NXC input without a batch axis)
+    return lambda nd: [low - 1, (low,) * (nd + 2), float(low + 1), str(low + 1), True]
 
 
 def _valid_per_axis(value, nd, low):
@@ -153,7 +154,7 @@ def adaptive_cases(draw):
     elif kind == "tuple":
         size = tuple(draw(st.one_of(st.integers(1, 5), st.none())) for _ in range(nd))
     else:
-        size = draw(st.sampled_from([0, -1, (1,) * (nd + 1), 2.0, "2", (0,) * nd]))
+        size = draw(st.sampled_from([0, -1, (1,) * (nd + 2), 2.0, "2", (0,) * nd]))
     return x, size, draw(LAYOUT)
 
 
