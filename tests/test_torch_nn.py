@@ -406,3 +406,28 @@ def test_ceil_mode_drops_a_window_starting_in_the_padding(name):
     expected = _torch(name, torch.tensor(x), 2, 2, 1, ceil_mode=True)
     assert got.shape == tuple(expected.shape) == (1, 1, 3)
     np.testing.assert_array_equal(got, expected.numpy())
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("max_pool2d_with_indices", ([3, 2], [], [1, 0], [1, 2], True)),
+        ("max_pool3d_with_indices", ([2, 3, 2], [2, 1, 2])),
+        ("adaptive_max_pool2d", ([4, 3],)),
+        ("adaptive_max_pool3d", ([2, 4, 3],)),
+    ],
+)
+def test_aten_operators_take_the_last_nan(name, args):
+    """The ``aten`` operators that ``register_torchax`` binds, on windows of several NaNs."""
+    jtorch.register_torchax()
+    import torchax
+
+    nd = len(args[0])
+    rng = np.random.default_rng(nd)
+    x = torch.tensor(_input(rng, (2, 3, 9, 8, 7)[-nd - 2 :], np.float32, True, nans=True))
+    operator = getattr(torch.ops.aten, name).default
+    ey, ei = operator(x, *args)
+    with torchax.default_env():
+        y, i = operator(x.to("jax"), *args)
+    np.testing.assert_array_equal(np.asarray(y.jax()), ey.numpy())
+    np.testing.assert_array_equal(np.asarray(i.jax()), ei.numpy())

@@ -45,11 +45,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import adaptive_max_pool as adaptive_max_pool_lib
-from jaxpool._src import max_pool as max_pool_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
+from jaxpool._src.adaptive_max_pool import with_nan_rule as adaptive_max_pool_with
 from jaxpool._src.avg_pool import avg_pool
+from jaxpool._src.max_pool import with_nan_rule as max_pool_with
 from jaxpool._src.unpool import max_unpool
 
 Pooled = Any  # an array, or (values, indices)
@@ -168,9 +168,7 @@ def _floating(name: str, x: jax.Array, *also: Any) -> None:
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     def pool(x):
         window = _sliding(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
-        return max_pool_lib.with_nan_rule(
-            "last", x, **window, return_indices=return_indices, axis=2
-        )
+        return max_pool_with("last", x, **window, return_indices=return_indices, axis=2)
 
     return _over_batch(f"max_pool{nd}d", nd, input, pool)
 
@@ -229,9 +227,7 @@ def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
 
 def _adaptive_max_pool(nd, input, output_size, return_indices):
     def pool(x):
-        return adaptive_max_pool_lib.with_nan_rule(
-            "last", x, output_size, return_indices=return_indices
-        )
+        return adaptive_max_pool_with("last", x, output_size, return_indices=return_indices)
 
     return _over_batch(f"adaptive_max_pool{nd}d", nd, input, pool)
 
