@@ -523,7 +523,7 @@ def multilevel_roi_align(
     spatial_scales,
     sampling_ratio=0,
     mode="avg",
-    aligned_mode="half_pixel_for_nn",
+    aligned_mode=None,
     level_rule="torchvision",
     canonical_size=224,
     canonical_level=4,
@@ -534,7 +534,12 @@ def multilevel_roi_align(
     ``features`` is a sequence of NCX maps, finest first.  With ``level_rule="openvino"`` the
     box's width and height are at least 1 on its level in every ``aligned_mode`` (the runtime's
     extractor clamps also when aligned); elsewhere only in ``"asymmetric"``, as ROIAlign does.
+    ``aligned_mode=None`` is the library's own: ``MultiScaleRoIAlign`` calls ``roi_align`` with
+    ``aligned=False``, detectron2's ``ROIPooler`` defaults to ``ROIAlignV2`` (``aligned=True``),
+    the extractor's ``aligned`` defaults to false.
     """
+    if aligned_mode is None:
+        aligned_mode = "half_pixel_for_nn" if level_rule == "detectron2" else "asymmetric"
     levels = pyramid_levels(rois, spatial_scales, level_rule, canonical_size, canonical_level)
     wide = [np.asarray(f, np.float64) for f in features]
     out = _roi_align_boxes(

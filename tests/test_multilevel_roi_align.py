@@ -344,7 +344,7 @@ def test_boxes_larger_than_the_maps():
     got = call(features, rois, batch, 2, **kwargs)
     check(got, reference.multilevel_roi_align(features, rois, batch, 2, **kwargs))
     runtime, _ = oracle.roi_feature_extractor(
-        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32), aligned=True
+        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
     )
     check(got, runtime)
 
@@ -420,6 +420,39 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
             **kwargs,
         )
         np.testing.assert_allclose(got[r], np.asarray(alone)[0], rtol=0, atol=1e-6)
+
+
+# Each rule with its defaults, and its library's module with that library's defaults: in the
+# reference, the settings the module passes to its ROIAlign; None, the runtime's extractor.
+LIBRARY_DEFAULTS = [
+    # MultiScaleRoIAlign calls roi_align with aligned=False.
+    ("torchvision", dict(aligned_mode="asymmetric")),
+    # detectron2's ROIPooler defaults to ROIAlignV2: aligned=True, sampling_ratio=0.
+    ("detectron2", dict(aligned_mode="half_pixel_for_nn", sampling_ratio=0)),
+    # ExperimentalDetectronROIFeatureExtractor-6 with aligned=false, its default.
+    ("openvino", None),
+]
+
+
+@pytest.mark.parametrize("level_rule,library", LIBRARY_DEFAULTS)
+def test_each_rule_with_its_defaults_is_its_librarys_module(level_rule, library):
+    rng = np.random.default_rng(40 + RULES.index(level_rule))
+    image = (200, 248)
+    features = pyramid(rng, FPN, image, n=1)
+    rois = _runtime_boxes(rng, image)
+    batch = np.zeros(len(rois), np.int32)
+    got = jaxpool.multilevel_roi_align(
+        features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule
+    )
+    if library is None:
+        want, _ = oracle.roi_feature_extractor(
+            features, rois, 3, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
+        )
+    else:
+        want = reference.multilevel_roi_align(
+            features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule, **library
+        )
+    check(got, want)
 
 
 @pytest.mark.parametrize(

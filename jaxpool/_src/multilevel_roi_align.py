@@ -19,6 +19,15 @@ from jaxpool._src.roi_align import MODES
 
 LEVEL_RULES = ("torchvision", "detectron2", "openvino")
 
+# Each rule's library default, so that a rule with its defaults is that library's module with
+# its defaults: MultiScaleRoIAlign calls roi_align with aligned=False, detectron2's ROIPooler
+# defaults to ROIAlignV2 (aligned=True), and the extractor's `aligned` defaults to false.
+DEFAULT_ALIGNED_MODES = {
+    "torchvision": "asymmetric",
+    "detectron2": "half_pixel_for_nn",
+    "openvino": "asymmetric",
+}
+
 # The OpenVINO runtime's extractor: canonical box size and level, counted from the first map.
 _OPENVINO_SIZE, _OPENVINO_LEVEL = 224.0, 2
 
@@ -178,7 +187,7 @@ def multilevel_roi_align(
     spatial_scales: Sequence[float],
     sampling_ratio: int = 0,
     mode: str = "avg",
-    aligned_mode: str = "half_pixel_for_nn",
+    aligned_mode: str | None = None,
     level_rule: str = "torchvision",
     canonical_size: float = 224,
     canonical_level: int = 4,
@@ -223,7 +232,10 @@ def multilevel_roi_align(
       sampling_ratio: samples per bin and axis; 0 means adaptive, ``ceil`` of the bin size.
       mode: ``"avg"`` or ``"max"`` (the runtime's ROIAlign max, which starts from 0).
       aligned_mode: ``"half_pixel_for_nn"`` (torchvision's ``aligned=True``), ``"asymmetric"``
-        or ``"half_pixel"``, as in :func:`jaxpool.roi_align`.
+        or ``"half_pixel"``, as in :func:`jaxpool.roi_align`; ``None``, the rule's library
+        default: ``"asymmetric"`` for ``"torchvision"`` (``MultiScaleRoIAlign``) and
+        ``"openvino"`` (the extractor's ``aligned=false``), ``"half_pixel_for_nn"`` for
+        ``"detectron2"`` (``ROIPooler``'s ``ROIAlignV2``).
       level_rule: ``"torchvision"``, ``"detectron2"`` or ``"openvino"``.
       canonical_size: the box size (square root of the area) of ``canonical_level``.
       canonical_level: the level ``k`` of boxes of ``canonical_size``.
@@ -247,10 +259,12 @@ def multilevel_roi_align(
     maps = _check_features(features, data_format)
     rois, batch_indices = jnp.asarray(rois), jnp.asarray(batch_indices)
     roi_lib.check_batch_indices(batch_indices, roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)"))
+    window_lib.choice("level_rule", level_rule, LEVEL_RULES)
     scales = _check_scales(spatial_scales, len(maps))
+    if aligned_mode is None:
+        aligned_mode = DEFAULT_ALIGNED_MODES[level_rule]
     align = sampling.Align.of(output_size, 1.0, sampling_ratio, aligned_mode, data_format)
     window_lib.choice("mode", mode, MODES)
-    window_lib.choice("level_rule", level_rule, LEVEL_RULES)
     size = roi_lib.static_float("canonical_size", canonical_size)
     if size <= 0:
         raise ValueError(f"`canonical_size` (={canonical_size!r}) must be positive.")
