@@ -488,7 +488,10 @@ def pyramid_levels(
 
     both clamped to ``[k_min, k_max] = [-log2(spatial_scales[0]), -log2(spatial_scales[-1])]``,
     level ``k - k_min``.  A box of area 0 goes to the finest level (``log2(0) = -inf``); one of
-    negative area has a NaN level in both libraries, which matches no level: zeros.
+    negative area has a NaN level in both libraries, which matches no level: zeros.  Maps that
+    skip levels (scales ``(1/8, 1/32)``, torchvision's ``MultiScaleRoIAlign`` only): index ``i``
+    is the ``i``-th map, as the module's loop over its maps pairs them, and an index past the
+    last map gives zeros.
 
     * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the CPU runtime computes
       it): ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever its
@@ -511,7 +514,9 @@ def pyramid_levels(
             high = -round(math.log2(spatial_scales[-1]))
         gives_zeros = ~(area > 0) if level_rule == "openvino" else ~(area >= 0)
         level = np.clip(np.where(gives_zeros, low, k), low, high).astype(np.int64) - low
-    return np.where(gives_zeros, -1, level)
+    # MultiScaleRoIAlign pools level index i on the i-th map it is given; an index with no map
+    # (maps that skip levels) is pooled nowhere.
+    return np.where(gives_zeros | (level >= len(spatial_scales)), -1, level)
 
 
 def multilevel_roi_align(

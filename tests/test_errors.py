@@ -2275,15 +2275,15 @@ ROWS += [
         match=names("features[0]", r"\(2, 8, 8\)"),
     ),
     row(
-        "torch.multi_scale_roi_align-scales-not-halving",
+        "torch.multi_scale_roi_align-scales-increasing",
         jaxpool.torch.multi_scale_roi_align,
-        [PYRAMID[0], np.zeros((2, 8, 2, 2), np.float32)],
+        [PYRAMID[1], PYRAMID[0]],
         [R4, R4],
         [(32, 32), (32, 32)],
         2,
         2,
         error=V,
-        match=names("features", r"\[0.25, 0.0625\]"),
+        match=names("features", r"\[0.125, 0.25\].*must decrease"),
     ),
     row(
         "torch.multi_scale_roi_align-canonical_scale",
@@ -2427,5 +2427,17 @@ ROWS += [
         match=r"`index_element_type` must be one of .*" + INDEX_TYPES + ".*got <object"),
     row("fractional_max_pool-index_element_type-lists", jaxpool.fractional_max_pool, X, 2, 3, S8,
         return_indices=True, index_element_type="int8", error=V, match=INDEX_TYPES),
+    # Maps that skip levels: only MultiScaleRoIAlign's rule takes them.
+    row("multilevel_roi_align-detectron2-skipped-level", jaxpool.multilevel_roi_align,
+        [PYRAMID[0], np.zeros((2, 8, 2, 2), np.float32)], R4, B, 2,
+        spatial_scales=(1 / 4, 1 / 16), level_rule="detectron2", error=V,
+        match=r"`spatial_scales` \(=\(0.25, 0.0625\)\) must halve.*level_rule='torchvision'"),
+    row("multilevel_roi_align-openvino-skipped-level", jaxpool.multilevel_roi_align,
+        [PYRAMID[0], np.zeros((2, 8, 2, 2), np.float32)], R4, B, 2,
+        spatial_scales=(1 / 4, 1 / 16), level_rule="openvino", error=V,
+        match=names("spatial_scales", "must halve")),
+    row("multilevel_roi_align-torchvision-increasing", jaxpool.multilevel_roi_align,
+        PYRAMID, R4, B, 2, spatial_scales=(1 / 16, 1 / 4), error=V,
+        match=r"`spatial_scales` \(=\(0.0625, 0.25\)\) must decrease"),
 ]
 # fmt: on

@@ -455,6 +455,34 @@ def test_each_rule_with_its_defaults_is_its_librarys_module(level_rule, library)
     check(got, want)
 
 
+def test_torchvision_rule_takes_maps_that_skip_levels():
+    """Maps that skip a level, as torchvision's own ONNX test of MultiScaleRoIAlign builds them:
+    64 and 16 pixels for a 512 x 512 image (scales 1/8 and 1/32).  Levels are clamped to [3, 5]
+    and level index ``i`` is pooled on the ``i``-th map with that map's scale: level 4's boxes
+    on the 1/32 map, level 5's, which has no map, give zeros.  The native rule and the
+    ``jaxpool.torch`` binder alike."""
+    rng = np.random.default_rng(50)
+    maps = [rng.standard_normal((1, 2, s, s)).astype(np.float32) for s in (64, 16)]
+    scales = (1 / 8, 1 / 32)
+    # sqrt(area) 40 and 150 (level 3), 300 (level 4) and 600 (level 5), and random boxes.
+    special = np.array(
+        [[10, 20, 50, 60], [100, 100, 250, 250], [50, 80, 350, 380], [-40, -60, 560, 540]],
+        np.float32,
+    )
+    rois = np.concatenate([pyramid_boxes(rng, 12, (512, 512)), special])
+    batch = np.zeros(len(rois), np.int32)
+    got = np.asarray(jaxpool.multilevel_roi_align(maps, rois, batch, 2, spatial_scales=scales))
+    check(got, reference.multilevel_roi_align(maps, rois, batch, 2, spatial_scales=scales))
+    binder = jaxpool.torch.multi_scale_roi_align(maps, [rois], [(512, 512)], 2, -1)
+    check(binder, reference.multi_scale_roi_align(maps, [rois], [(512, 512)], 2, -1))
+    check(binder, got)
+    level4 = jaxpool.roi_align(
+        maps[1], rois[-2:-1], batch[:1], 2, spatial_scale=1 / 32, aligned_mode="asymmetric"
+    )
+    check(got[-2:-1], level4)
+    assert np.any(got[-2]) and not np.any(got[-1])
+
+
 @pytest.mark.parametrize(
     "dtype,data_format,sampling_ratio", [(jnp.bfloat16, "NCX", 2), (jnp.float16, "NXC", 1)]
 )
