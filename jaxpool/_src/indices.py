@@ -30,6 +30,8 @@ from jaxpool._src import window as window_lib
 # OpenVINO's names (those an IR may state) and NumPy's.
 IR_INDEX_TYPES = ("i32", "i64")
 INDEX_ELEMENT_TYPES = (*IR_INDEX_TYPES, "int32", "int64")
+# Every spelling `index_element_type` takes, strings and dtypes, for the errors to list.
+_ACCEPTED = "the strings 'i32', 'i64', 'int32', 'int64', the dtypes jnp.int32, jnp.int64, or None"
 
 # Which NaN of a window is its argmax: jaxpool's rule, the first in row-major order, or
 # PyTorch's, the last (its kernels scan with ``val > max || isnan(val)``).
@@ -45,17 +47,21 @@ def index_type(index_element_type: Any) -> np.dtype:
     """Reads ``index_element_type`` ("i32", "i64", "int32", "int64" or a dtype) as int32 or
     int64, whether or not 64-bit types are enabled."""
     if isinstance(index_element_type, str):
-        window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
+        if index_element_type not in INDEX_ELEMENT_TYPES:
+            raise ValueError(
+                f"`index_element_type` (={index_element_type!r}) must be one of {_ACCEPTED}."
+            )
         return np.dtype(np.int32 if index_element_type in ("i32", "int32") else np.int64)
     try:
         dtype = np.dtype(index_element_type)
     except TypeError:
         raise TypeError(
-            f"`index_element_type` must be 'i32', 'i64', jnp.int32, jnp.int64 or None, "
-            f"got {index_element_type!r}."
+            f"`index_element_type` must be one of {_ACCEPTED}, got {index_element_type!r}."
         ) from None
     if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        raise ValueError(f"`index_element_type` (={index_element_type!r}) must be int32 or int64.")
+        raise ValueError(
+            f"`index_element_type` (={index_element_type!r}) must be one of {_ACCEPTED}."
+        )
     return dtype
 
 

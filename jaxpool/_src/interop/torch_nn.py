@@ -71,6 +71,7 @@ def _over_batch(
     """``pool`` of ``input`` with a batch axis: an unbatched ``(C, *spatial)`` input gains one,
     and its outputs lose it.  PyTorch's ranks and non-empty axes are checked (a batch of 0 is
     allowed, and with ``empty_channels`` 0 channels)."""
+    window_lib.check_numeric("input", input)
     x = jnp.asarray(input)
     if x.ndim not in (nd + 1, nd + 2):
         raise ValueError(
@@ -288,6 +289,7 @@ def unpool_to(
     of the spatial ``sizes(input)``: its last write wins, and its gradient.  Indices outside
     the planes are refused where they are concrete (``max_unpool``'s check)."""
     name = f"max_unpool{nd}d"
+    window_lib.check_numeric("indices", indices)
     indices = jnp.asarray(indices)
     if indices.shape != jnp.shape(input):
         raise ValueError(
