@@ -488,7 +488,10 @@ def pyramid_levels(
 
     both clamped to ``[k_min, k_max] = [-log2(spatial_scales[0]), -log2(spatial_scales[-1])]``,
     level ``k - k_min``.  A box of area 0 goes to the finest level (``log2(0) = -inf``); one of
-    negative area has a NaN level in both libraries, which matches no level: zeros.
+    negative area has a NaN level in both libraries, which matches no level: zeros.  Maps that
+    skip levels (scales ``(1/8, 1/32)``, torchvision's ``MultiScaleRoIAlign`` only): index ``i``
+    is the ``i``-th map, as the module's loop over its maps pairs them, and an index past the
+    last map gives zeros.
 
     * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the CPU runtime computes
       it): ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever its
@@ -511,7 +514,9 @@ def pyramid_levels(
             high = -round(math.log2(spatial_scales[-1]))
         gives_zeros = ~(area > 0) if level_rule == "openvino" else ~(area >= 0)
         level = np.clip(np.where(gives_zeros, low, k), low, high).astype(np.int64) - low
-    return np.where(gives_zeros, -1, level)
+    # MultiScaleRoIAlign pools level index i on the i-th map it is given; an index with no map
+    # (maps that skip levels) is pooled nowhere.
+    return np.where(gives_zeros | (level >= len(spatial_scales)), -1, level)
 
 
 def multilevel_roi_align(
@@ -523,7 +528,7 @@ def multilevel_roi_align(
     spatial_scales,
     sampling_ratio=0,
     mode="avg",
-    aligned_mode="half_pixel_for_nn",
+    aligned_mode=None,
     level_rule="torchvision",
     canonical_size=224,
     canonical_level=4,
@@ -534,7 +539,12 @@ def multilevel_roi_align(
     ``features`` is a sequence of NCX maps, finest first.  With ``level_rule="openvino"`` the
     box's width and height are at least 1 on its level in every ``aligned_mode`` (the runtime's
     extractor clamps also when aligned); elsewhere only in ``"asymmetric"``, as ROIAlign does.
+    ``aligned_mode=None`` is the library's own: ``MultiScaleRoIAlign`` calls ``roi_align`` with
+    ``aligned=False``, detectron2's ``ROIPooler`` defaults to ``ROIAlignV2`` (``aligned=True``),
+    the extractor's ``aligned`` defaults to false.
     """
+    if aligned_mode is None:
+        aligned_mode = "half_pixel_for_nn" if level_rule == "detectron2" else "asymmetric"
     levels = pyramid_levels(rois, spatial_scales, level_rule, canonical_size, canonical_level)
     wide = [np.asarray(f, np.float64) for f in features]
     out = _roi_align_boxes(

@@ -199,25 +199,28 @@ def _torch_lists(maps, boxes, fmt, op, sampling_ratio):
 
 def _aligns(ratio: int) -> tuple[dict[str, Any], ...]:
     """ROIAlign's modes and aligned modes at ``sampling_ratio=ratio``: both modes in each
-    layout, each aligned mode in one at least."""
+    layout, each aligned mode in one at least.  Adaptive sampling takes both modes alone: the
+    aligned modes move the boxes before sampling, as the fixed ratio's rows show."""
+    modes = (
+        ("avg", "asymmetric"),
+        ("max", "half_pixel_for_nn"),
+        ("max", "half_pixel"),
+        ("avg", "half_pixel"),
+    )
     return tuple(
         dict(mode=mode, aligned_mode=aligned_mode, sampling_ratio=ratio)
-        for mode, aligned_mode in (
-            ("avg", "asymmetric"),
-            ("max", "half_pixel_for_nn"),
-            ("max", "half_pixel"),
-            ("avg", "half_pixel"),
-        )
+        for mode, aligned_mode in (modes if ratio else modes[:2])
     )
 
 
 def _rows(ratio: int, torch_ratio: int) -> tuple[Row, ...]:
     """The rows of the ops that sample at ``sampling_ratio=ratio``."""
-    levels = tuple(
-        dict(level_rule=rule, sampling_ratio=ratio)
-        for rule in ("torchvision", "detectron2", "openvino")
-    )
-    aligned_modes = ("half_pixel_for_nn", "asymmetric")
+    # The level rules assign boxes before any sampling, and torch's per-image lists become
+    # rows before it: adaptive sampling takes one of each.
+    rules = ("torchvision", "detectron2", "openvino") if ratio else ("detectron2",)
+    levels = tuple(dict(level_rule=rule, sampling_ratio=ratio) for rule in rules)
+    aligned_modes = ("half_pixel_for_nn", "asymmetric") if ratio else ("half_pixel_for_nn",)
+    list_ops = ("roi_align", "multi_scale_roi_align") if ratio else ("multi_scale_roi_align",)
     suffix = "" if ratio else "_adaptive"
     return (
         Row(f"roi_align{suffix}", _roi_align, aligned, ("r, 4", "r"), _aligns(ratio), (0,)),
@@ -264,10 +267,7 @@ def _rows(ratio: int, torch_ratio: int) -> tuple[Row, ...]:
             _torch_lists,
             per_image,
             ("r, 4", "r, 4"),
-            tuple(
-                dict(op=op, sampling_ratio=torch_ratio)
-                for op in ("roi_align", "multi_scale_roi_align")
-            ),
+            tuple(dict(op=op, sampling_ratio=torch_ratio) for op in list_ops),
             (0, 1),
             PYRAMID,
             ("NCX",),

@@ -344,7 +344,7 @@ def test_boxes_larger_than_the_maps():
     got = call(features, rois, batch, 2, **kwargs)
     check(got, reference.multilevel_roi_align(features, rois, batch, 2, **kwargs))
     runtime, _ = oracle.roi_feature_extractor(
-        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32), aligned=True
+        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
     )
     check(got, runtime)
 
@@ -420,6 +420,67 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
             **kwargs,
         )
         np.testing.assert_allclose(got[r], np.asarray(alone)[0], rtol=0, atol=1e-6)
+
+
+# Each rule with its defaults, and its library's module with that library's defaults: in the
+# reference, the settings the module passes to its ROIAlign; None, the runtime's extractor.
+LIBRARY_DEFAULTS = [
+    # MultiScaleRoIAlign calls roi_align with aligned=False.
+    ("torchvision", dict(aligned_mode="asymmetric")),
+    # detectron2's ROIPooler defaults to ROIAlignV2: aligned=True, sampling_ratio=0.
+    ("detectron2", dict(aligned_mode="half_pixel_for_nn", sampling_ratio=0)),
+    # ExperimentalDetectronROIFeatureExtractor-6 with aligned=false, its default.
+    ("openvino", None),
+]
+
+
+@pytest.mark.parametrize("level_rule,library", LIBRARY_DEFAULTS)
+def test_each_rule_with_its_defaults_is_its_librarys_module(level_rule, library):
+    rng = np.random.default_rng(40 + RULES.index(level_rule))
+    image = (200, 248)
+    features = pyramid(rng, FPN, image, n=1)
+    rois = _runtime_boxes(rng, image)
+    batch = np.zeros(len(rois), np.int32)
+    got = jaxpool.multilevel_roi_align(
+        features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule
+    )
+    if library is None:
+        want, _ = oracle.roi_feature_extractor(
+            features, rois, 3, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
+        )
+    else:
+        want = reference.multilevel_roi_align(
+            features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule, **library
+        )
+    check(got, want)
+
+
+def test_torchvision_rule_takes_maps_that_skip_levels():
+    """Maps that skip a level, as torchvision's own ONNX test of MultiScaleRoIAlign builds them:
+    64 and 16 pixels for a 512 x 512 image (scales 1/8 and 1/32).  Levels are clamped to [3, 5]
+    and level index ``i`` is pooled on the ``i``-th map with that map's scale: level 4's boxes
+    on the 1/32 map, level 5's, which has no map, give zeros.  The native rule and the
+    ``jaxpool.torch`` binder alike."""
+    rng = np.random.default_rng(50)
+    maps = [rng.standard_normal((1, 2, s, s)).astype(np.float32) for s in (64, 16)]
+    scales = (1 / 8, 1 / 32)
+    # sqrt(area) 40 and 150 (level 3), 300 (level 4) and 600 (level 5), and random boxes.
+    special = np.array(
+        [[10, 20, 50, 60], [100, 100, 250, 250], [50, 80, 350, 380], [-40, -60, 560, 540]],
+        np.float32,
+    )
+    rois = np.concatenate([pyramid_boxes(rng, 12, (512, 512)), special])
+    batch = np.zeros(len(rois), np.int32)
+    got = np.asarray(jaxpool.multilevel_roi_align(maps, rois, batch, 2, spatial_scales=scales))
+    check(got, reference.multilevel_roi_align(maps, rois, batch, 2, spatial_scales=scales))
+    binder = jaxpool.torch.multi_scale_roi_align(maps, [rois], [(512, 512)], 2, -1)
+    check(binder, reference.multi_scale_roi_align(maps, [rois], [(512, 512)], 2, -1))
+    check(binder, got)
+    level4 = jaxpool.roi_align(
+        maps[1], rois[-2:-1], batch[:1], 2, spatial_scale=1 / 32, aligned_mode="asymmetric"
+    )
+    check(got[-2:-1], level4)
+    assert np.any(got[-2]) and not np.any(got[-1])
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@
 Random cases per function: shapes, kernels, strides, paddings, dilations, both kinds of
 ``ceil_mode`` window, ``count_include_pad``, ``divisor_override``, ties, ``-inf`` and a NaN,
 batched and unbatched inputs; values, indices and gradients (a vjp with a random cotangent
-against ``backward``) must equal PyTorch's.  Expected values come from PyTorch only.
+against ``backward``) must equal PyTorch's.  The max functions also meet windows of several
+NaNs, ``inf`` and ``-inf`` (PyTorch's last NaN), through both programs.  Expected values
+come from PyTorch only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import jaxpool
 from jaxpool import torch as jtorch
 
 torch.set_num_threads(1)
@@ -35,6 +38,8 @@ NAMES = [
     for nd in (1, 2, 3)
 ]
 CASES = 6  # random cases per function
+MAX_NAMES = [n for n in NAMES if "max_pool" in n and "unpool" not in n]
+NAN_CASES = 2  # random cases of several NaNs per window, per max function and program
 
 
 def _torch(name, *args, **kwargs):
@@ -45,9 +50,10 @@ def _ours(name):
     return getattr(jtorch, name)
 
 
-def _input(rng, shape, dtype, special):
+def _input(rng, shape, dtype, special, nans=False):
     """Small integers (so that windows tie) or normal values; ``special`` adds ``-inf`` runs
-    and one NaN (so that no window holds two)."""
+    and one NaN (so that no window holds two), ``nans`` a third of NaNs and some ``inf``
+    (windows of several NaNs, and of ``inf`` ties)."""
     if rng.random() < 0.5:
         x = rng.integers(-3, 4, shape).astype(dtype)
     else:
@@ -55,7 +61,10 @@ def _input(rng, shape, dtype, special):
     if special and x.size:
         flat = x.reshape(-1)
         flat[rng.integers(0, x.size, max(1, x.size // 5))] = -np.inf
-        if rng.random() < 0.5:
+        if nans:
+            flat[rng.random(x.size) < 0.1] = np.inf
+            flat[rng.random(x.size) < 0.3] = np.nan
+        elif rng.random() < 0.5:
             flat[rng.integers(0, x.size)] = np.nan
     return x
 
@@ -83,15 +92,16 @@ def _axes(value, nd):
     return value if isinstance(value, tuple) else (value,) * nd
 
 
-def case(name, seed):
-    """``(x, kwargs, differentiable)`` for the ``seed``-th random case of ``name``."""
-    rng = np.random.default_rng([NAMES.index(name), seed])
+def case(name, seed, nans=False):
+    """``(x, kwargs)`` for the ``seed``-th random case of ``name`` (with ``nans``, of
+    several NaNs per window, see :func:`_input`)."""
+    rng = np.random.default_rng([NAMES.index(name), seed, *([1] if nans else [])])
     nd = int(name[-2])
     family = name[:-2]
     kwargs: dict = {}
     if family in ("max_pool", "avg_pool", "lp_pool", "max_unpool"):
         # PyTorch's lp_pool1d multiplies by its kernel_size: an int.
-        kernel = _per_dim(rng, nd, 1, 3) if name != "lp_pool1d" else int(rng.integers(1, 4))
+        kernel = _per_dim(rng, nd, 1 + nans, 3) if name != "lp_pool1d" else int(rng.integers(1, 4))
         kwargs["kernel_size"] = kernel
         kwargs["stride"] = _pick(rng, [None, _per_dim(rng, nd, 1, 3)])
         if family != "lp_pool":
@@ -104,7 +114,7 @@ def case(name, seed):
             kwargs["return_indices"] = bool(rng.random() < 0.7)
         least = [(k - 1) * d + 1 for k, d in zip(_axes(kernel, nd), _axes(dilation, nd))]
     else:
-        least = [1] * nd
+        least = [3 if nans else 1] * nd
         # PyTorch's 1d functions take no None.
         size = [_pick(rng, [None, int(rng.integers(1, 6))]) if nd > 1 else 3 for _ in range(nd)]
         kwargs["output_size"] = _pick(rng, [int(rng.integers(1, 5)), tuple(size)])
@@ -116,9 +126,9 @@ def case(name, seed):
             kwargs["divisor_override"] = _pick(rng, [None, int(rng.integers(1, 6))])
     if family == "lp_pool":
         kwargs = {"norm_type": _pick(rng, [1, 2, 3, 1.5, 2.0]), **kwargs}
-    shape = _shape(rng, nd, least)
+    shape = _shape(rng, nd, [lo + 2 * nans for lo in least])
     special = family in ("max_pool", "adaptive_max_pool")
-    x = _input(rng, shape, np.float64, special)
+    x = _input(rng, shape, np.float64, special, nans)
     if family == "lp_pool" and rng.random() < 0.5:
         x = np.abs(x)
     if family == "lp_pool" and rng.random() < 0.3:
@@ -154,10 +164,10 @@ def _unpool_inputs(name, x, kwargs, rng):
     return y.numpy(), i.numpy(), kwargs
 
 
-def compare(name, seed):
+def compare(name, seed, nans=False):
     """Runs case ``seed`` of ``name`` through PyTorch and jaxpool.torch; returns the largest
     differences of the values and of the gradients (indices must be equal)."""
-    x, kwargs = case(name, seed)
+    x, kwargs = case(name, seed, nans)
     rng = np.random.default_rng([99, seed])
     if name.startswith("max_unpool"):
         x, i, kwargs = _unpool_inputs(name, x, kwargs, rng)
@@ -291,14 +301,47 @@ def test_jit_equals_eager_and_empty_batch(name):
         assert a.shape == tuple(b.shape)
 
 
-def test_nan_index_is_the_first_nan():
-    """A window of several NaNs: the value is NaN, as PyTorch's; the index is the first NaN
-    (jaxpool's rule), where PyTorch's kernels give the last."""
-    x = jnp.asarray([[[1.0, np.nan, 3.0, np.nan]]])
-    y, i = jtorch.max_pool1d(x, 4, return_indices=True)
-    ey, ei = F.max_pool1d(torch.tensor(np.asarray(x)), 4, return_indices=True)
-    assert np.isnan(y).all() and np.isnan(ey.numpy()).all()
-    assert (i.tolist(), ei.tolist()) == ([[[1]]], [[[3]]])
+@pytest.mark.parametrize("name", MAX_NAMES)
+def test_several_nans_per_window_match_torch(name, program, x64):
+    """Windows of several NaNs, ``inf`` and ``-inf``: the values, PyTorch's last NaN as the
+    index, and the gradient there, through both programs."""
+    for seed in range(NAN_CASES):
+        x, kwargs = case(name, seed, nans=True)
+        assert np.isnan(x).sum() > 1
+        compare(name, seed, nans=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "native", "first"),
+    [
+        (
+            "max_pool1d",
+            lambda x: jaxpool.max_pool(x, 4, 2, 1, 1, return_indices=True, axis=2),
+            [1, 1, 3, 5],
+        ),
+        (
+            "adaptive_max_pool1d",
+            lambda x: jaxpool.adaptive_max_pool(x, 3, return_indices=True),
+            [1, 3, 5],
+        ),
+    ],
+)
+def test_nan_index_is_the_last_nan_and_the_native_the_first(name, native, first, program):
+    """Windows of several NaNs: the values are NaN, and the index and the gradient are the
+    last NaN's, PyTorch's; jaxpool's own ops keep the first NaN's."""
+    nan = np.nan
+    x = np.asarray([[[1.0, nan, 3.0, nan, 2.0, nan, nan, 0.0]]], np.float32)
+    args = (4, 2, 1) if name == "max_pool1d" else (3,)
+    ey, ei = _torch(name, torch.tensor(x), *args, return_indices=True)
+    (y, i), vjp = jax.vjp(lambda v: _ours(name)(v, *args, return_indices=True), jnp.asarray(x))
+    np.testing.assert_array_equal(y, ey.numpy())
+    np.testing.assert_array_equal(i, ei.numpy())
+    g = jnp.arange(1.0, 1.0 + y.size, dtype=y.dtype).reshape(y.shape)
+    grad = vjp((g, np.zeros(i.shape, jax.dtypes.float0)))[0]
+    expected = np.zeros(x.size, np.float32)
+    np.add.at(expected, ei.numpy().reshape(-1), np.asarray(g).reshape(-1))
+    np.testing.assert_array_equal(grad, expected.reshape(x.shape))
+    assert native(jnp.asarray(x))[1].tolist() == [[first]] != i.tolist()
 
 
 def test_max_unpool_repeated_indices_keep_the_last_and_share_the_gradient():
@@ -363,3 +406,28 @@ def test_ceil_mode_drops_a_window_starting_in_the_padding(name):
     expected = _torch(name, torch.tensor(x), 2, 2, 1, ceil_mode=True)
     assert got.shape == tuple(expected.shape) == (1, 1, 3)
     np.testing.assert_array_equal(got, expected.numpy())
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("max_pool2d_with_indices", ([3, 2], [], [1, 0], [1, 2], True)),
+        ("max_pool3d_with_indices", ([2, 3, 2], [2, 1, 2])),
+        ("adaptive_max_pool2d", ([4, 3],)),
+        ("adaptive_max_pool3d", ([2, 4, 3],)),
+    ],
+)
+def test_aten_operators_take_the_last_nan(name, args):
+    """The ``aten`` operators that ``register_torchax`` binds, on windows of several NaNs."""
+    jtorch.register_torchax()
+    import torchax
+
+    nd = len(args[0])
+    rng = np.random.default_rng(nd)
+    x = torch.tensor(_input(rng, (2, 3, 9, 8, 7)[-nd - 2 :], np.float32, True, nans=True))
+    operator = getattr(torch.ops.aten, name).default
+    ey, ei = operator(x, *args)
+    with torchax.default_env():
+        y, i = operator(x.to("jax"), *args)
+    np.testing.assert_array_equal(np.asarray(y.jax()), ey.numpy())
+    np.testing.assert_array_equal(np.asarray(i.jax()), ei.numpy())

@@ -5,8 +5,8 @@ bins, else one pooled axis at a time (global pooling: one reduction over the spa
 argmax finds the first maximum (or first NaN) of each bin in row-major order: for global
 pooling in one reduction of ``(value, position)`` pairs over the merged plane; for small bins
 in one scan over the taps of all axes, which keeps no partly reduced intermediate; else one
-axis at a time (:func:`bins.argmax_by_axis`).  The derivative routes through the argmax
-positions.
+axis at a time (:func:`bins.argmax_by_axis`).  With ``nan="last"`` (PyTorch's rule) the last
+NaN is the argmax instead.  The derivative routes through the argmax positions.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ def _argmax_program(window: AdaptiveWindow):
     return bins_lib.argmax_by_axis
 
 
-def _argmax_scan(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+def _argmax_scan(x: jax.Array, window: AdaptiveWindow, nan: str) -> tuple[jax.Array, jax.Array]:
     """The bin maxima, with their exact bits, and the spatial positions of their first
-    occurrence (or first NaN), in one scan over the taps of the bins of all axes
-    (:func:`bins.joint_taps`, row-major within each bin), where :func:`indices.replaces`
-    keeps the first maximum."""
+    occurrence (or first NaN, or last with ``nan="last"``), in one scan over the taps of the
+    bins of all axes (:func:`bins.joint_taps`, row-major within each bin), where
+    :func:`indices.replaces` keeps the first maximum."""
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     y = position = None
     for view, p, _ in bins_lib.joint_taps(x, window):
@@ -57,13 +57,13 @@ def _argmax_scan(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.A
         if y is None or position is None:
             y, position = view, p
             continue
-        take = indices_lib.replaces(view, y)
+        take = indices_lib.replaces(view, y, nan)
         y, position = lax.select(take, view, y), lax.select(take, p, position)
     assert y is not None and position is not None  # a bin holds at least one element
     return y, position
 
 
-def _argmax_global(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+def _argmax_global(x: jax.Array, window: AdaptiveWindow, nan: str) -> tuple[jax.Array, jax.Array]:
     """The argmax with one bin per plane: the spatial axes, adjacent in both layouts, merge
     into one, and one reduction of ``(value, position)`` pairs over it
     (:func:`indices.argmax_pair`, the positions an iota) leaves no partly reduced
@@ -75,18 +75,18 @@ def _argmax_global(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
     y, position = lax.reduce(
         (merged, lax.broadcasted_iota(pos_dtype, merged.shape, axis)),
         indices_lib.argmax_init(x.dtype, pos_dtype),
-        indices_lib.argmax_pair(floating),
+        indices_lib.argmax_pair(floating, nan),
         (axis,),
     )
     return y.reshape(window.out_shape), position.reshape(window.out_shape)
 
 
-def _argmax_linear(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+def _argmax_linear(x: jax.Array, window: AdaptiveWindow, nan: str) -> tuple[jax.Array, jax.Array]:
     """The maxima and their positions, the maxima differentiable in ``x`` through the
     positions: the derivative gathers ``x_dot`` there (its transpose, the gradient, is a
     scatter-add), or where each plane is one bin, reads it with :func:`_read_whole_planes`."""
     y, position = dispatch.run(
-        "adaptive_max_pool_argmax", _argmax_program(window), lax.stop_gradient(x), window
+        "adaptive_max_pool_argmax", _argmax_program(window), lax.stop_gradient(x), window, nan
     )
     if window.is_global:
         read = functools.partial(_read_whole_planes, window=window)
@@ -115,21 +115,22 @@ def _read_whole_planes(a: jax.Array, position: jax.Array, window: AdaptiveWindow
     return jnp.sum(masked, axis=window.spatial_axes, keepdims=True)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _pool(x: jax.Array, window: AdaptiveWindow) -> jax.Array:
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _pool(x: jax.Array, window: AdaptiveWindow, nan: str) -> jax.Array:
+    # Any NaN rule gives the same maxima (a NaN is a NaN); the rule places the derivative.
     return dispatch.run("adaptive_max_pool", _maxima, x, window)
 
 
 @_pool.defjvp
-def _pool_jvp(window, primals, tangents):
-    return jax.jvp(lambda x: _argmax_linear(x, window)[0], primals, tangents)
+def _pool_jvp(window, nan, primals, tangents):
+    return jax.jvp(lambda x: _argmax_linear(x, window, nan)[0], primals, tangents)
 
 
-@functools.partial(jax.jit, static_argnames=("window", "index_dtype"))
-def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None):
+@functools.partial(jax.jit, static_argnames=("window", "index_dtype", "nan"))
+def _adaptive_max_pool(x, window: AdaptiveWindow, index_dtype: np.dtype | None, nan: str):
     if index_dtype is None:
-        return _pool(x, window)
-    y, position = _argmax_linear(x, window)
+        return _pool(x, window, nan)
+    y, position = _argmax_linear(x, window, nan)
     return y, indices_lib.from_position(
         position, window.ncx_shape, window.data_format, 2, index_dtype
     )
@@ -179,13 +180,50 @@ def adaptive_max_pool(
       >>> y[0, 0].tolist(), i[0, 0].tolist()
       ([1.0, 3.0, 4.0], [1, 3, 4])
     """
+    return _checked(
+        x,
+        output_size,
+        data_format=data_format,
+        return_indices=return_indices,
+        index_element_type=index_element_type,
+        nan="first",
+    )
+
+
+def with_nan_rule(
+    nan: str, x: jax.typing.ArrayLike, *args: Any, **options: Any
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """:func:`adaptive_max_pool` of ``x`` with ``args`` and ``options``, whose argmax (the
+    index and the gradient's place) in a bin of several NaNs is the first NaN
+    (``nan="first"``, jaxpool's rule) or the last (``"last"``, PyTorch's).
+
+    While an exporter traces a model, the call is :func:`adaptive_max_pool`'s, which the
+    exporter emits as an operation of its own: ONNX leaves NaN to its runtime.
+    """
+    if indices_lib.check_nan_rule(nan) == "first" or exporting.EXPORTER is not None:
+        return adaptive_max_pool(x, *args, **options)
+    return _checked(x, *args, **options, nan=nan)
+
+
+def _checked(
+    x: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    data_format: str = "NCX",
+    return_indices: bool = False,
+    index_element_type: Any = None,
+    nan: str,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """:func:`adaptive_max_pool`'s arguments checked, and the op run with the NaN rule
+    ``nan``."""
     x = jnp.asarray(x)
     window_lib.check_input("x", x.shape, x.dtype)
     window = window_lib.make_adaptive_window(x.shape, output_size, data_format)
     if not isinstance(return_indices, (bool, np.bool_)):
         raise TypeError(f"`return_indices` must be a bool, got {return_indices!r}.")
     dtype = indices_lib.index_dtype(index_element_type)
+    nan = indices_lib.check_nan_rule(nan)
     if not return_indices:
-        return _adaptive_max_pool(x, window, None)
+        return _adaptive_max_pool(x, window, None, nan)
     indices_lib.check_fits(window.ncx_shape, 2, dtype)
-    return _adaptive_max_pool(x, window, dtype)
+    return _adaptive_max_pool(x, window, dtype, nan)

@@ -230,9 +230,11 @@ def matrix_product(a: jax.Array, axis: int, length: int, out: int) -> jax.Array:
     return total.reshape(shape[:axis] + (out,) + inner)
 
 
-def argmax_by_axis(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+def argmax_by_axis(
+    x: jax.Array, window: AdaptiveWindow, nan: str = "first"
+) -> tuple[jax.Array, jax.Array]:
     """The bin maxima, with their exact bits, and the spatial position of each one's first
-    occurrence (or first NaN), one pooled axis at a time.
+    occurrence (or first NaN, or last with ``nan="last"``), one pooled axis at a time.
 
     Each pooled axis gathers its ``(O, M)`` bin windows of the values and of the positions
     found so far (the flat spatial offset over the axes already reduced, plus the window's own
@@ -254,7 +256,7 @@ def argmax_by_axis(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax
         else:
             candidates = bin_windows(position, axis, length, out)[0] + offset
         y, position = lax.reduce(
-            (w, candidates), init, indices_lib.argmax_pair(floating), (axis + 1,)
+            (w, candidates), init, indices_lib.argmax_pair(floating, nan), (axis + 1,)
         )
     if position is None:
         position = jnp.zeros(y.shape, pos_dtype)

@@ -59,9 +59,9 @@ CPU_PROGRAMS: dict[str, Callable[..., Callable[..., Any] | None]] = {
 # reduction (global maxima) has no chain, and its conversion would cost a pass of its own.
 WIDENED_ON_CPU: dict[str, Callable[..., bool]] = {
     "max_pool": lambda x, window: True,
-    "max_pool_argmax": lambda x, window, index_offset: True,
+    "max_pool_argmax": lambda x, window, index_offset, nan: True,
     "adaptive_max_pool": lambda x, window: not window.is_global,
-    "adaptive_max_pool_argmax": lambda x, window: True,
+    "adaptive_max_pool_argmax": lambda x, window, nan: True,
 }
 
 _forced: str | None = None

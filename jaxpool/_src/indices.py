@@ -9,7 +9,8 @@ input, taken modulo the product of the dimensions from ``axis`` on::
 the element's own ``(n, c)`` plane.  The same data in NXC layout gets the same indices.  The
 ops compute ``flat(p)`` (the spatial position) and this module turns it into the index.  It
 also holds the rule that picks among equal maxima (:func:`replaces`: the first, and the first
-NaN) and the derivative that every max op routes through its positions (:func:`maxima_at`).
+NaN, or with ``nan="last"`` PyTorch's last NaN) and the derivative that every max op routes
+through its positions (:func:`maxima_at`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from jaxpool._src import window as window_lib
 # OpenVINO's names (those an IR may state) and NumPy's.
 IR_INDEX_TYPES = ("i32", "i64")
 INDEX_ELEMENT_TYPES = (*IR_INDEX_TYPES, "int32", "int64")
+# Every spelling `index_element_type` takes, strings and dtypes, for the errors to list.
+_ACCEPTED = "the strings 'i32', 'i64', 'int32', 'int64', the dtypes jnp.int32, jnp.int64, or None"
+
+# Which NaN of a window is its argmax: jaxpool's rule, the first in row-major order, or
+# PyTorch's, the last (its kernels scan with ``val > max || isnan(val)``).
+NAN_RULES = ("first", "last")
 
 
 def x64_enabled() -> bool:
@@ -40,17 +47,21 @@ def index_type(index_element_type: Any) -> np.dtype:
     """Reads ``index_element_type`` ("i32", "i64", "int32", "int64" or a dtype) as int32 or
     int64, whether or not 64-bit types are enabled."""
     if isinstance(index_element_type, str):
-        window_lib.choice("index_element_type", index_element_type, INDEX_ELEMENT_TYPES)
+        if index_element_type not in INDEX_ELEMENT_TYPES:
+            raise ValueError(
+                f"`index_element_type` (={index_element_type!r}) must be one of {_ACCEPTED}."
+            )
         return np.dtype(np.int32 if index_element_type in ("i32", "int32") else np.int64)
     try:
         dtype = np.dtype(index_element_type)
     except TypeError:
         raise TypeError(
-            f"`index_element_type` must be 'i32', 'i64', jnp.int32, jnp.int64 or None, "
-            f"got {index_element_type!r}."
+            f"`index_element_type` must be one of {_ACCEPTED}, got {index_element_type!r}."
         ) from None
     if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        raise ValueError(f"`index_element_type` (={index_element_type!r}) must be int32 or int64.")
+        raise ValueError(
+            f"`index_element_type` (={index_element_type!r}) must be one of {_ACCEPTED}."
+        )
     return dtype
 
 
@@ -242,33 +253,57 @@ def materialize(a: jax.Array, bound: int) -> jax.Array:
     return lax.rem(a, np.asarray(bound, a.dtype))
 
 
-def replaces(candidate: jax.Array, running: jax.Array) -> jax.Array:
+def check_nan_rule(nan: Any) -> str:
+    """``nan``, one of :data:`NAN_RULES`."""
+    if nan not in NAN_RULES:
+        raise ValueError(f"`nan` (={nan!r}) must be one of {list(NAN_RULES)}.")
+    return nan
+
+
+def _is_nan(a: jax.Array) -> jax.Array | None:
+    """Where ``a`` is NaN, or ``None`` for an integer ``a``."""
+    return (a != a) if jnp.issubdtype(a.dtype, jnp.floating) else None
+
+
+def replaces(candidate: jax.Array, running: jax.Array, nan: str = "first") -> jax.Array:
     """Whether a later ``candidate`` replaces the ``running`` maximum of a scan in row-major
-    order: it is strictly larger, or a NaN over a number.  So ties and NaN keep the first
-    element; a scan that selects by it keeps that element's bits (signed zeros, NaN
-    payloads)."""
+    order: it is strictly larger, or a NaN over a number (with ``nan="last"``, any NaN:
+    PyTorch's ``val > max || isnan(val)``).  So ties keep the first element, and NaN the
+    first (or last) NaN; a scan that selects by it keeps that element's bits (signed zeros,
+    NaN payloads)."""
     take = candidate > running
-    if jnp.issubdtype(candidate.dtype, jnp.floating):
-        take = take | ((candidate != candidate) & (running == running))
-    return take
+    candidate_nan = _is_nan(candidate)
+    if candidate_nan is None:
+        return take
+    if nan == "last":
+        return take | candidate_nan
+    return take | (candidate_nan & (running == running))
 
 
-def max_moved(new_max: jax.Array, running: jax.Array) -> jax.Array:
+def max_moved(
+    new_max: jax.Array, running: jax.Array, candidate: jax.Array, nan: str = "first"
+) -> jax.Array:
     """:func:`replaces` for a chain that keeps a running ``max`` (reading each view once):
     whether ``new_max = max(running, candidate)`` moved, i.e. the candidate is larger, or a
-    NaN over a number (a NaN maximum is kept).  Its value may differ from the candidate's
-    bits (signed zeros, NaN payloads); the positions are exact."""
+    NaN over a number (a NaN maximum is kept).  With ``nan="last"`` a NaN ``candidate``
+    also takes the place of a NaN maximum, which only the candidate itself tells.  Its value
+    may differ from the candidate's bits (signed zeros, NaN payloads); the positions are
+    exact."""
     take = new_max != running
-    if jnp.issubdtype(running.dtype, jnp.floating):
-        take = take & (running == running)
+    if _is_nan(running) is None:
+        return take
+    take = take & (running == running)
+    if nan == "last":
+        take = take | (candidate != candidate)
     return take
 
 
-def argmax_pair(floating: bool):
+def argmax_pair(floating: bool, nan: str = "first"):
     """The reducer of ``(value, position)`` pairs for ``lax.reduce``: the larger value, NaN
     over a number, and on a tie the smaller position, i.e. the first element in row-major
-    order (the rule of :func:`replaces`); associative and commutative, so the order of the
-    reduction does not matter."""
+    order (the rule of :func:`replaces`); of two NaNs the smaller position, or with
+    ``nan="last"`` the larger.  Associative and commutative, so the order of the reduction
+    does not matter."""
 
     def pick(a, b):
         (va, pa), (vb, pb) = a, b
@@ -276,7 +311,8 @@ def argmax_pair(floating: bool):
         take_b = (vb > va) | ((vb == va) & earlier)
         if floating:
             a_nan, b_nan = va != va, vb != vb
-            take_b = jnp.where(a_nan, b_nan & earlier, take_b | b_nan)
+            nan_wins = earlier if nan == "first" else pa < pb
+            take_b = jnp.where(a_nan, b_nan & nan_wins, take_b | b_nan)
         return lax.select(take_b, vb, va), lax.select(take_b, pb, pa)
 
     return pick

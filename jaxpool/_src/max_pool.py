@@ -25,16 +25,18 @@ def _max_values(x: jax.Array, window: Window) -> jax.Array:
 
 
 def _argmax(
-    x: jax.Array, window: Window, index_offset: jax.Array | None
+    x: jax.Array, window: Window, index_offset: jax.Array | None, nan: str
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """The window maxima, with their exact bits, the spatial position of each one's first
-    occurrence (or first NaN), and with ``index_offset`` (the planes' first indices, see
-    :func:`indices.plane_offset`) the index ``index_offset + position``.
+    occurrence (or first NaN; with ``nan="last"`` last NaN), and with ``index_offset`` (the
+    planes' first indices, see :func:`indices.plane_offset`) the index
+    ``index_offset + position``.
 
     One scan over the tap views in row-major order: a later tap replaces the running maximum
-    only when it is strictly larger, or a NaN over a non-NaN (:func:`indices.replaces`), so
-    ties and NaN keep the first element, and the running maximum selects the winning view,
-    keeping its bits.  XLA:GPU fuses the scan into one loop with both outputs.
+    only when it is strictly larger, or a NaN over a non-NaN (:func:`indices.replaces`; with
+    ``nan="last"`` any NaN), so ties keep the first element and NaN the first (or last), and
+    the running maximum selects the winning view, keeping its bits.  XLA:GPU fuses the scan
+    into one loop with both outputs.
     """
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
     region = taps_lib.full_region(window)
@@ -47,7 +49,7 @@ def _argmax(
         d = np.asarray(taps_lib.tap_delta(window, tap), pos_dtype)
         if delta is None:
             delta = jnp.full(shape, d)
-        take = indices_lib.replaces(view, y)
+        take = indices_lib.replaces(view, y, nan)
         y = lax.select(take, view, y)
         delta = lax.select(take, jnp.broadcast_to(d, shape), delta)
     position = taps_lib.argmax_position(window, region, y, delta, fill, pos_dtype)
@@ -56,44 +58,45 @@ def _argmax(
 
 
 def _argmax_linear(
-    x: jax.Array, window: Window, index_offset: jax.Array | None = None
+    x: jax.Array, window: Window, nan: str, index_offset: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array]:
     """The maxima and their indices (positions without ``index_offset``), the maxima
     differentiable in ``x`` through the positions: the derivative reads ``x_dot`` at the argmax
     positions (zero for windows with no input element), and its transpose, the gradient,
     places the cotangents back in one dense loop (:func:`blocks.read_at`)."""
     y, position, index = dispatch.run(
-        "max_pool_argmax", _argmax, lax.stop_gradient(x), window, index_offset
+        "max_pool_argmax", _argmax, lax.stop_gradient(x), window, index_offset, nan
     )
     read = functools.partial(blocks_lib.read_at, window=window)
     return indices_lib.maxima_at(read, x, y, position), (position if index is None else index)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _pool(x: jax.Array, window: Window) -> jax.Array:
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _pool(x: jax.Array, window: Window, nan: str) -> jax.Array:
+    # Any NaN rule gives the same maxima (a NaN is a NaN); the rule places the derivative.
     return dispatch.run("max_pool", _max_values, x, window)
 
 
 @_pool.defjvp
-def _pool_jvp(window, primals, tangents):
-    return jax.jvp(lambda x: _argmax_linear(x, window)[0], primals, tangents)
+def _pool_jvp(window, nan, primals, tangents):
+    return jax.jvp(lambda x: _argmax_linear(x, window, nan)[0], primals, tangents)
 
 
-@functools.partial(jax.jit, static_argnames=("window", "axis", "index_dtype"))
-def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None):
+@functools.partial(jax.jit, static_argnames=("window", "axis", "index_dtype", "nan"))
+def _max_pool(x, window: Window, axis: int | None, index_dtype: np.dtype | None, nan: str):
     if axis is None:
-        return _pool(x, window)
+        return _pool(x, window, nan)
     assert index_dtype is not None
     offset = indices_lib.plane_offset(
         window.out_shape, window.ncx_shape, window.data_format, axis, index_dtype
     )
     if offset is None or not indices_lib.fits(window.ncx_shape, axis, index_dtype, margin=1):
         # the indices wrap, or may fill the type: convert positions after
-        y, position = _argmax_linear(x, window)
+        y, position = _argmax_linear(x, window, nan)
         return y, indices_lib.from_position(
             position, window.ncx_shape, window.data_format, axis, index_dtype
         )
-    return _argmax_linear(x, window, jnp.broadcast_to(offset, window.out_shape))
+    return _argmax_linear(x, window, nan, jnp.broadcast_to(offset, window.out_shape))
 
 
 @batch_axes.merges_batch_axes("kernel")
@@ -164,6 +167,55 @@ def max_pool(
       >>> y[0, 0].tolist(), i[0, 0].tolist()
       ([[5.0, 7.0], [13.0, 15.0]], [[5, 7], [13, 15]])
     """
+    return _checked(
+        x,
+        kernel,
+        strides,
+        pads_begin,
+        pads_end,
+        dilations=dilations,
+        rounding_type=rounding_type,
+        auto_pad=auto_pad,
+        data_format=data_format,
+        return_indices=return_indices,
+        index_element_type=index_element_type,
+        axis=axis,
+        nan="first",
+    )
+
+
+def with_nan_rule(
+    nan: str, x: jax.typing.ArrayLike, *args: Any, **options: Any
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """:func:`max_pool` of ``x`` with ``args`` and ``options``, whose argmax (the index and
+    the gradient's place) in a window of several NaNs is the first NaN (``nan="first"``,
+    jaxpool's rule) or the last (``"last"``, PyTorch's).
+
+    While an exporter traces a model, the call is :func:`max_pool`'s, which the exporter
+    emits as an operation of its own: ONNX's MaxPool leaves NaN to its runtime.
+    """
+    if indices_lib.check_nan_rule(nan) == "first" or exporting.EXPORTER is not None:
+        return max_pool(x, *args, **options)
+    return _checked(x, *args, **options, nan=nan)
+
+
+def _checked(
+    x: jax.typing.ArrayLike,
+    kernel: Any,
+    strides: Any = None,
+    pads_begin: Any = None,
+    pads_end: Any = None,
+    *,
+    dilations: Any = None,
+    rounding_type: str = "floor",
+    auto_pad: str = "explicit",
+    data_format: str = "NCX",
+    return_indices: bool = False,
+    index_element_type: Any = None,
+    axis: int = 0,
+    nan: str,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """:func:`max_pool`'s arguments checked, and the op run with the NaN rule ``nan``."""
     x = jnp.asarray(x)
     window = window_lib.sliding_window(
         x,
@@ -180,7 +232,8 @@ def max_pool(
         raise TypeError(f"`return_indices` must be a bool, got {return_indices!r}.")
     axis = indices_lib.normalize_axis(axis, x.ndim)
     dtype = indices_lib.index_dtype(index_element_type)
+    nan = indices_lib.check_nan_rule(nan)
     if not return_indices:
-        return _max_pool(x, window, None, None)
+        return _max_pool(x, window, None, None, nan)
     indices_lib.check_fits(window.ncx_shape, axis, dtype)
-    return _max_pool(x, window, axis, dtype)
+    return _max_pool(x, window, axis, dtype, nan)

@@ -19,6 +19,15 @@ from jaxpool._src.roi_align import MODES
 
 LEVEL_RULES = ("torchvision", "detectron2", "openvino")
 
+# Each rule's library default, so that a rule with its defaults is that library's module with
+# its defaults: MultiScaleRoIAlign calls roi_align with aligned=False, detectron2's ROIPooler
+# defaults to ROIAlignV2 (aligned=True), and the extractor's `aligned` defaults to false.
+DEFAULT_ALIGNED_MODES = {
+    "torchvision": "asymmetric",
+    "detectron2": "half_pixel_for_nn",
+    "openvino": "asymmetric",
+}
+
 # The OpenVINO runtime's extractor: canonical box size and level, counted from the first map.
 _OPENVINO_SIZE, _OPENVINO_LEVEL = 224.0, 2
 
@@ -37,7 +46,7 @@ class Pyramid:
 
 def levels(rois: jax.Array, attrs: Pyramid) -> tuple[jax.Array, jax.Array]:
     """The level index of each box, ``[R]`` int32, and whether it is pooled at all (the OpenVINO
-    rule gives zeros for a box of area 0 or less).
+    rule gives zeros for a box of area 0 or less, the torchvision rule for a level with no map).
 
     Computed as each library computes it, in the boxes' dtype (float32 for 16-bit boxes): the
     area ``(x2 - x1) * (y2 - y1)``, its square root divided by the canonical size (correctly
@@ -57,10 +66,15 @@ def levels(rois: jax.Array, attrs: Pyramid) -> tuple[jax.Array, jax.Array]:
         else:
             k = jnp.floor(attrs.canonical_level + jnp.log2(ratio + np.asarray(1e-8, boxes.dtype)))
         low = round(-math.log2(attrs.spatial_scales[0]))
+        high = round(-math.log2(attrs.spatial_scales[-1]))
         # A negative area (or a NaN box) has no level, and the libraries pool it nowhere.
-        high, keep = low + count - 1, ~jnp.isnan(k)
+        keep = ~jnp.isnan(k)
     k = jnp.clip(jnp.where(jnp.isnan(k), low, k), low, high)
-    return (k - low).astype(np.int32), keep
+    # Maps that skip levels (torchvision's rule only): level index ``k - low`` is pooled on the
+    # map of that position, as MultiScaleRoIAlign pairs them, and an index past the last map
+    # has no map and gives zeros.
+    keep = keep & (k - low < count)
+    return jnp.minimum(k - low, count - 1).astype(np.int32), keep
 
 
 def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, np.ndarray]:
@@ -142,8 +156,10 @@ def _check_features(features: Any, data_format: str) -> tuple[jax.Array, ...]:
     return maps
 
 
-def _check_scales(spatial_scales: Any, levels_given: int) -> tuple[float, ...]:
-    """``spatial_scales`` as floats: one per level, powers of two, decreasing."""
+def _check_scales(spatial_scales: Any, levels_given: int, level_rule: str) -> tuple[float, ...]:
+    """``spatial_scales`` as floats: one per level, powers of two, halving from each level to the
+    next (for the torchvision rule, decreasing: MultiScaleRoIAlign takes maps that skip
+    levels)."""
     if isinstance(spatial_scales, (str, bytes)) or not isinstance(spatial_scales, Sequence):
         raise TypeError(
             f"`spatial_scales` must be a sequence of floats, one per level, got {spatial_scales!r}."
@@ -160,10 +176,16 @@ def _check_scales(spatial_scales: Any, levels_given: int) -> tuple[float, ...]:
                 f"`spatial_scales` (={spatial_scales!r}) must be powers of two such as 1/4, "
                 f"got {s!r}."
             )
-    if any(b != a / 2 for a, b in zip(scales, scales[1:])):
+    if level_rule == "torchvision" and any(b >= a for a, b in zip(scales, scales[1:])):
+        raise ValueError(
+            f"`spatial_scales` (={spatial_scales!r}) must decrease from each map to the next: "
+            "levels of a pyramid, finest first."
+        )
+    if level_rule != "torchvision" and any(b != a / 2 for a, b in zip(scales, scales[1:])):
         raise ValueError(
             f"`spatial_scales` (={spatial_scales!r}) must halve from each level to the next: "
-            "the levels of a pyramid, finest first."
+            f"the levels of a pyramid, finest first (only level_rule='torchvision' takes maps "
+            "that skip levels)."
         )
     return scales
 
@@ -178,7 +200,7 @@ def multilevel_roi_align(
     spatial_scales: Sequence[float],
     sampling_ratio: int = 0,
     mode: str = "avg",
-    aligned_mode: str = "half_pixel_for_nn",
+    aligned_mode: str | None = None,
     level_rule: str = "torchvision",
     canonical_size: float = 224,
     canonical_level: int = 4,
@@ -199,7 +221,10 @@ def multilevel_roi_align(
 
     each clamped to the levels given (``k_min = -log2(spatial_scales[0])`` to ``k_max =
     -log2(spatial_scales[-1])``), the box pooled on level ``k - k_min`` (a box of negative
-    area has no level and gives zeros); or
+    area has no level and gives zeros).  The torchvision rule also takes maps that skip levels
+    (scales ``(1/8, 1/32)``), as ``MultiScaleRoIAlign`` does: level index ``k - k_min`` is
+    pooled on the map at that position with that map's scale, and an index past the last map
+    gives zeros.  Or
 
     * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the runtime computes it):
       level ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever
@@ -223,7 +248,10 @@ def multilevel_roi_align(
       sampling_ratio: samples per bin and axis; 0 means adaptive, ``ceil`` of the bin size.
       mode: ``"avg"`` or ``"max"`` (the runtime's ROIAlign max, which starts from 0).
       aligned_mode: ``"half_pixel_for_nn"`` (torchvision's ``aligned=True``), ``"asymmetric"``
-        or ``"half_pixel"``, as in :func:`jaxpool.roi_align`.
+        or ``"half_pixel"``, as in :func:`jaxpool.roi_align`; ``None``, the rule's library
+        default: ``"asymmetric"`` for ``"torchvision"`` (``MultiScaleRoIAlign``) and
+        ``"openvino"`` (the extractor's ``aligned=false``), ``"half_pixel_for_nn"`` for
+        ``"detectron2"`` (``ROIPooler``'s ``ROIAlignV2``).
       level_rule: ``"torchvision"``, ``"detectron2"`` or ``"openvino"``.
       canonical_size: the box size (square root of the area) of ``canonical_level``.
       canonical_level: the level ``k`` of boxes of ``canonical_size``.
@@ -247,10 +275,12 @@ def multilevel_roi_align(
     maps = _check_features(features, data_format)
     rois, batch_indices = jnp.asarray(rois), jnp.asarray(batch_indices)
     roi_lib.check_batch_indices(batch_indices, roi_lib.check_rois(rois, 4, "(x_1, y_1, x_2, y_2)"))
-    scales = _check_scales(spatial_scales, len(maps))
+    window_lib.choice("level_rule", level_rule, LEVEL_RULES)
+    scales = _check_scales(spatial_scales, len(maps), level_rule)
+    if aligned_mode is None:
+        aligned_mode = DEFAULT_ALIGNED_MODES[level_rule]
     align = sampling.Align.of(output_size, 1.0, sampling_ratio, aligned_mode, data_format)
     window_lib.choice("mode", mode, MODES)
-    window_lib.choice("level_rule", level_rule, LEVEL_RULES)
     size = roi_lib.static_float("canonical_size", canonical_size)
     if size <= 0:
         raise ValueError(f"`canonical_size` (={canonical_size!r}) must be positive.")

@@ -104,6 +104,18 @@ def static_float(name: str, value: Any) -> float:
     return result
 
 
+def sampling_ratio(value: Any) -> int:
+    """``sampling_ratio`` as a static int: 0 (adaptive) or positive."""
+    ratio = window_lib.static_int("sampling_ratio", value)
+    if ratio < 0:
+        raise ValueError(
+            f"`sampling_ratio` (={value!r}) must be 0 or positive: 0 samples adaptively here "
+            "(ceil of the bin size on each axis); torchvision's -1 for adaptive sampling is "
+            "taken by the region ops of jaxpool.torch."
+        )
+    return ratio
+
+
 def compute_dtype(x_dtype: Any, rois_dtype: Any) -> np.dtype:
     """The dtype coordinates, weights and sums are computed in: float32 for 16-bit inputs."""
     dtype = np.promote_types(np.dtype(x_dtype), np.dtype(rois_dtype))

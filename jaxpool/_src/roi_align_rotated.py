@@ -155,9 +155,7 @@ def roi_align_rotated(
     roi_lib.check_batch_indices(batch_indices, num_rois)
     size = roi_lib.output_hw(output_size)
     scale = roi_lib.static_float("spatial_scale", spatial_scale)
-    ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
-    if ratio < 0:
-        raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+    ratio = roi_lib.sampling_ratio(sampling_ratio)
     if not isinstance(clockwise, (bool, np.bool_)):
         raise TypeError(f"`clockwise` must be a bool, got {clockwise!r}.")
     return _roi_align_rotated(

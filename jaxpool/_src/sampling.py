@@ -174,9 +174,7 @@ class Align:
         """The attributes as given to the public functions, checked."""
         size = roi_lib.output_hw(output_size)
         scale = roi_lib.static_float("spatial_scale", spatial_scale)
-        ratio = window_lib.static_int("sampling_ratio", sampling_ratio)
-        if ratio < 0:
-            raise ValueError(f"`sampling_ratio` (={sampling_ratio!r}) must be 0 or positive.")
+        ratio = roi_lib.sampling_ratio(sampling_ratio)
         window_lib.choice("aligned_mode", aligned_mode, roi_lib.ALIGNED_MODES)
         return cls(size, scale, ratio, aligned_mode, data_format)
 

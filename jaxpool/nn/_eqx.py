@@ -26,6 +26,7 @@ def _per_axis(name: str, value: Any, n: int, minimum: int) -> tuple[int, ...] | 
 
 def _batched(x: jax.typing.ArrayLike, n: int) -> jax.Array:
     """``x`` of shape ``(C, *spatial)`` with a batch axis of one in front."""
+    window_lib.check_numeric("x", x)
     x = jnp.asarray(x)
     if x.ndim != n + 1:
         raise ValueError(

@@ -62,7 +62,7 @@ def _chains_all_axes(window: AdaptiveWindow) -> bool:
     return not window.is_global and bins_lib.is_joint(window)
 
 
-def argmax_program(x: jax.Array, window: AdaptiveWindow) -> Callable:
+def argmax_program(x: jax.Array, window: AdaptiveWindow, nan: str) -> Callable:
     """The maxima and positions: the two chains of :func:`_chain_positions` where they pay,
     else the reduction one axis at a time."""
     long_runs = all(
@@ -194,12 +194,13 @@ def _pools_one_axis(window: AdaptiveWindow) -> bool:
     return pooled == 1 and not window.is_global and _box_taps_total(window) <= _JOINT_TAPS
 
 
-def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, jax.Array]:
+def _chain_positions(x: jax.Array, window: AdaptiveWindow, nan: str) -> tuple[jax.Array, jax.Array]:
     """The bin maxima, with their exact bits, and the positions of their first occurrence (or
-    first NaN), in two chains over the taps of each box.
+    first NaN, or last with ``nan="last"``), in two chains over the taps of each box.
 
     The first chain keeps a running ``max``, reading each view once, and moves the tap offset
-    to a tap that raises it (a NaN over a number included; a NaN maximum is kept).  The
+    to a tap that raises it (a NaN over a number included; a NaN maximum is kept, or with
+    ``nan="last"`` moved to a later NaN: :func:`indices.max_moved`).  The
     offsets are computed in a loop of their own (:func:`indices.materialize`); the second
     chain reads the views once more and selects, for each output, the view of its argmax tap,
     so that the values keep their bits (signed zeros, NaN payloads).  Without that loop XLA
@@ -220,7 +221,7 @@ def _chain_positions(x: jax.Array, window: AdaptiveWindow) -> tuple[jax.Array, j
                 y, offset = view, jnp.zeros(view.shape, pos_dtype)
                 continue
             y_new = lax.max(y, view)
-            take = indices_lib.max_moved(y_new, y)
+            take = indices_lib.max_moved(y_new, y, view, nan)
             offset = lax.select(
                 take, jnp.broadcast_to(np.asarray(d, pos_dtype), view.shape), offset
             )

@@ -39,7 +39,9 @@ def values_program(x: jax.Array, window: Window) -> Callable[..., jax.Array]:
     return _max_chain
 
 
-def argmax_program(x: jax.Array, window: Window, index_offset: jax.Array | None) -> Callable:
+def argmax_program(
+    x: jax.Array, window: Window, index_offset: jax.Array | None, nan: str
+) -> Callable:
     """The maxima, positions and indices, as ``max_pool._argmax`` returns them."""
     tiled = _tiled_axis(window)
     if index_offset is not None and tiled is not None:
@@ -52,10 +54,12 @@ def _max_chain(x: jax.Array, window: Window) -> jax.Array:
 
 
 def _argmax_two_passes(
-    x: jax.Array, window: Window, index_offset: jax.Array | None
+    x: jax.Array, window: Window, index_offset: jax.Array | None, nan: str
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     pos_dtype = indices_lib.position_dtype(window.in_spatial)
-    position = _concatenate_regions(window, lambda region: _positions(x, window, pos_dtype, region))
+    position = _concatenate_regions(
+        window, lambda region: _positions(x, window, pos_dtype, region, nan)
+    )
     # The chain runs in its own loop, whose output is the indices, rather than again in each
     # consumer, which would share its padded views between loops.
     if index_offset is None:
@@ -93,7 +97,7 @@ def _tiled_axis(window: Window) -> int | None:
 
 
 def _argmax_tiled(
-    x: jax.Array, window: Window, index_offset: jax.Array, i: int
+    x: jax.Array, window: Window, index_offset: jax.Array, nan: str, i: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The argmax for windows that tile spatial axis ``i`` (:func:`_tiled_axis`): that axis
     split into ``(out, kernel)`` and one variadic reduction of ``(value, index)`` pairs by
@@ -116,7 +120,7 @@ def _argmax_tiled(
     y, index = lax.reduce(
         (x.reshape(shape), index),
         indices_lib.argmax_init(x.dtype, dtype),
-        indices_lib.argmax_pair(floating),
+        indices_lib.argmax_pair(floating, nan),
         (a + 1,),
     )
     position = (index - index_offset).astype(indices_lib.position_dtype(window.in_spatial))
@@ -166,13 +170,16 @@ def _split_from_axis(
     return lax.concatenate(pieces, window.spatial_axes[i])
 
 
-def _positions(x: jax.Array, window: Window, pos_dtype: np.dtype, region: Region) -> jax.Array:
+def _positions(
+    x: jax.Array, window: Window, pos_dtype: np.dtype, region: Region, nan: str
+) -> jax.Array:
     """The positions of the maxima in ``region``, from a chain of ``max`` over the tap views.
 
-    Each view is read once (by the ``max``), so that XLA fuses its padding into the loop.  A
-    tap wins when it raises the running maximum (:func:`indices.max_moved`), a NaN over a
-    non-NaN included; a NaN maximum is kept.  The running maximum may differ from the input's
-    bits (signed zeros, NaN payloads); the positions are exact.
+    Each view is read once (by the ``max``; with ``nan="last"`` also by the test for NaN),
+    so that XLA fuses its padding into the loop.  A tap wins when it raises the running
+    maximum (:func:`indices.max_moved`), a NaN over a non-NaN included; a NaN maximum is
+    kept, or with ``nan="last"`` taken by a later NaN.  The running maximum may differ from
+    the input's bits (signed zeros, NaN payloads); the positions are exact.
     """
     fill = indices_lib.lowest(x.dtype)
     shape = taps_lib.region_shape(window, region)
@@ -187,7 +194,7 @@ def _positions(x: jax.Array, window: Window, pos_dtype: np.dtype, region: Region
         if delta is None:
             delta = jnp.full(shape, d)
         y_new = lax.max(y, view)
-        take = indices_lib.max_moved(y_new, y)
+        take = indices_lib.max_moved(y_new, y, view, nan)
         y = y_new
         delta = lax.select(take, jnp.broadcast_to(d, shape), delta)
     return taps_lib.argmax_position(window, region, y, delta, fill, pos_dtype)

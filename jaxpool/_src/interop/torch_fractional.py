@@ -53,6 +53,7 @@ def _samples(name: str, samples: Any, key: Any, x: jax.Array, nd: int) -> jax.Ar
             )
         samples = jax.random.uniform(key, (n, c, nd), x.dtype)
     else:
+        window_lib.check_numeric("_random_samples", samples)
         samples = jnp.asarray(samples)
         if samples.dtype != x.dtype:
             raise TypeError(
@@ -80,6 +81,7 @@ def _fractional_max_pool(
     key: Any,
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
     name = f"fractional_max_pool{nd}d"
+    window_lib.check_numeric("input", input)
     x = jnp.asarray(input)
     if x.ndim not in (nd + 1, nd + 2) or 0 in x.shape[x.ndim - nd - 1 :]:
         raise ValueError(

@@ -8,10 +8,10 @@ of a core op:
   ``rounding_type="ceil_torch"`` for ``ceil_mode`` (a last window that would start in the end
   padding is dropped) and indices counted in each ``(n, c)`` plane (``axis=2``), int64 with
   ``jax_enable_x64``, else int32.  Ties give the first element of the window, a window of
-  ``-inf`` its first element, as PyTorch does.  A NaN is the window's maximum, as in PyTorch;
-  its index (and so its gradient) is the *first* NaN of the window, jaxpool's rule, where
-  PyTorch's kernels (``val > max || isnan(val)``) return the last one: the two differ only in
-  a window holding several NaNs.
+  ``-inf`` its first element, as PyTorch does.  A NaN is the window's maximum, and its index
+  (and so its gradient) is the *last* NaN of the window, PyTorch's rule (its kernels scan
+  with ``val > max || isnan(val)``), where jaxpool's own ops give the first: the two differ
+  only in a window holding several NaNs.
 * ``avg_pool*d``: :func:`jaxpool.avg_pool` with ``divisor_rule="padded_input"``: with
   ``count_include_pad=True`` a window divides by the number of its positions inside the padded
   input (a ``ceil_mode`` window past the end padding counts less than the kernel), with
@@ -23,8 +23,8 @@ of a core op:
   ``prod(kernel_size) / count``; a window whose sum is negative gives NaN (for a fractional
   ``1 / p``), and the gradient is NaN where a window's sum is 0 (for ``p > 1``), as PyTorch's.
 * ``adaptive_max_pool*d``, ``adaptive_avg_pool*d``: :func:`jaxpool.adaptive_max_pool` (indices
-  in each plane) and :func:`jaxpool.adaptive_avg_pool`; ``None`` in ``output_size`` keeps that
-  input size.
+  in each plane, the last NaN of a bin as for ``max_pool*d``) and
+  :func:`jaxpool.adaptive_avg_pool`; ``None`` in ``output_size`` keeps that input size.
 * ``max_unpool*d``: :func:`jaxpool.max_unpool` with ``combine="torch"`` (the last value named to
   a position is kept, as PyTorch's CPU kernel keeps it, and every value's gradient is the
   output gradient at its index), into PyTorch's output size, by default ``(in - 1) * stride -
@@ -47,9 +47,9 @@ import numpy as np
 
 from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
-from jaxpool._src.adaptive_max_pool import adaptive_max_pool
+from jaxpool._src.adaptive_max_pool import with_nan_rule as adaptive_max_pool_with
 from jaxpool._src.avg_pool import avg_pool
-from jaxpool._src.max_pool import max_pool
+from jaxpool._src.max_pool import with_nan_rule as max_pool_with
 from jaxpool._src.unpool import max_unpool
 
 Pooled = Any  # an array, or (values, indices)
@@ -71,6 +71,7 @@ def _over_batch(
     """``pool`` of ``input`` with a batch axis: an unbatched ``(C, *spatial)`` input gains one,
     and its outputs lose it.  PyTorch's ranks and non-empty axes are checked (a batch of 0 is
     allowed, and with ``empty_channels`` 0 channels)."""
+    window_lib.check_numeric("input", input)
     x = jnp.asarray(input)
     if x.ndim not in (nd + 1, nd + 2):
         raise ValueError(
@@ -168,7 +169,7 @@ def _floating(name: str, x: jax.Array, *also: Any) -> None:
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     def pool(x):
         window = _sliding(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
-        return max_pool(x, **window, return_indices=return_indices, axis=2)
+        return max_pool_with("last", x, **window, return_indices=return_indices, axis=2)
 
     return _over_batch(f"max_pool{nd}d", nd, input, pool)
 
@@ -227,7 +228,7 @@ def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
 
 def _adaptive_max_pool(nd, input, output_size, return_indices):
     def pool(x):
-        return adaptive_max_pool(x, output_size, return_indices=return_indices)
+        return adaptive_max_pool_with("last", x, output_size, return_indices=return_indices)
 
     return _over_batch(f"adaptive_max_pool{nd}d", nd, input, pool)
 
@@ -288,6 +289,7 @@ def unpool_to(
     of the spatial ``sizes(input)``: its last write wins, and its gradient.  Indices outside
     the planes are refused where they are concrete (``max_unpool``'s check)."""
     name = f"max_unpool{nd}d"
+    window_lib.check_numeric("indices", indices)
     indices = jnp.asarray(indices)
     if indices.shape != jnp.shape(input):
         raise ValueError(

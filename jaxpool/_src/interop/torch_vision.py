@@ -30,6 +30,7 @@ _BOXES = "a [K, 5] array of (batch_index, x_1, y_1, x_2, y_2) rows or a list of 
 
 def _input(input: Any, name: str = "input") -> jax.Array:
     """A feature map ``[N, C, H, W]`` of a floating dtype, checked under torchvision's name."""
+    window_lib.check_numeric(name, input)
     x = jnp.asarray(input)
     roi_lib.check_features(x, "NCX", name)
     return x
@@ -50,6 +51,8 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     if isinstance(boxes, (list, tuple)):
         if not boxes:
             raise ValueError(f"`boxes` must be {_BOXES}, got an empty {type(boxes).__name__}.")
+        for i, b in enumerate(boxes):
+            window_lib.check_numeric(f"boxes[{i}]", b)
         arrays = [jnp.asarray(b) for b in boxes]
         for i, b in enumerate(arrays):
             if b.ndim != 2 or b.shape[1] != 4:
@@ -68,6 +71,7 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         return rois, positions, rows
     if isinstance(boxes, (str, bytes)) or not hasattr(boxes, "shape"):
         raise TypeError(f"`boxes` must be {_BOXES}, got {type(boxes).__name__}.")
+    window_lib.check_numeric("boxes", boxes)
     rows = jnp.asarray(boxes)
     if rows.ndim != 2 or rows.shape[1] != 5:
         raise ValueError(f"`boxes` (shape {tuple(rows.shape)}) must be {_BOXES}.")
@@ -335,17 +339,20 @@ def multi_scale_roi_align(
     ``boxes`` one ``[L_i, 4]`` array of ``(x_1, y_1, x_2, y_2)`` rows per image, in image
     pixels; ``image_shapes`` the images' ``(height, width)`` before the network.  As the module
     does, map ``l``'s scale is ``2 ** round(log2(H_l / H))`` with ``H`` the largest image height;
-    box ``r`` goes to level ``floor(canonical_level + log2(sqrt(area) / canonical_scale) +
-    1e-6)``, clamped to the maps' levels, and is pooled there by ``roi_align`` with
-    ``aligned=False`` (a box of negative area has no level and gives zeros).  With one map, every
-    box is pooled on it.  ``sampling_ratio <= 0`` is adaptive.
+    box ``r`` goes to level ``k = floor(canonical_level + log2(sqrt(area) / canonical_scale) +
+    1e-6)``, clamped to ``[k_min, k_max]`` (the first and last maps' levels), and is pooled by
+    ``roi_align`` with ``aligned=False`` on map ``k - k_min`` with that map's scale (a box of
+    negative area has no level and gives zeros).  Maps that skip levels are taken as the module
+    takes them: with maps of scales ``1/8`` and ``1/32``, level 4's boxes are pooled on the
+    ``1/32`` map and level 5's, which has no map, give zeros.  With one map, every box is pooled
+    on it.  ``sampling_ratio <= 0`` is adaptive.
 
     Derivatives: in every map, the adjoint of the sampling, as torchvision's; in the boxes
     through the bilinear weights (torchvision gives none).
 
     Args:
-      features: the maps ``[N, C, H_l, W_l]``, finest first, each half the size of the one
-        before; one batch size, channel count and floating dtype.
+      features: the maps ``[N, C, H_l, W_l]``, finest first, each at most half the size of the
+        one before; one batch size, channel count and floating dtype.
       boxes: a list of ``N`` arrays ``[L_i, 4]``, floating.
       image_shapes: ``N`` pairs ``(height, width)``.
       output_size: ``out_h`` and ``out_w``, an int or a pair.
@@ -391,12 +398,12 @@ def multi_scale_roi_align(
     if size <= 0:
         raise ValueError(f"`canonical_scale` (={canonical_scale!r}) must be positive.")
     level = window_lib.static_int("canonical_level", canonical_level)
-    if any(s <= 0 for s in scales) or any(b != a / 2 for a, b in zip(scales, scales[1:])):
+    if any(s <= 0 for s in scales) or any(b >= a for a, b in zip(scales, scales[1:])):
         heights = [m.shape[2] for m in maps]
         raise ValueError(
             f"`features` (heights {heights}) and `image_shapes` (={image_shapes!r}) give the "
-            f"scales {scales}, which must halve from each map to the next: the consecutive "
-            "levels of a pyramid, finest first."
+            f"scales {scales}, which must decrease from each map to the next: levels of a "
+            "pyramid, finest first."
         )
     if len(maps) == 1:
         return _roi_align(
