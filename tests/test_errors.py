@@ -2373,6 +2373,9 @@ INDEX_TYPES = r"'i32', 'i64', 'int32', 'int64'.*jnp\.int32, jnp\.int64.*None"
 ROWS += [
     row("max_pool-x-strings", jaxpool.max_pool, S_X, 2, error=T, match=non_numeric("x")),
     row("avg_pool-x-strings", jaxpool.avg_pool, S_X, 2, error=T, match=non_numeric("x")),
+    row("min_pool-x-strings", jaxpool.min_pool, S_X, 2, error=T, match=non_numeric("x")),
+    row("max_pool-x-strings-batch-axes", jaxpool.max_pool, S_X, (2,), data_format="NXC", error=T,
+        match=non_numeric("x")),
     row("lp_pool-x-strings", jaxpool.lp_pool, S_X, 2, error=T, match=non_numeric("x")),
     row("adaptive_max_pool-x-strings", jaxpool.adaptive_max_pool, S_X, 2, error=T,
         match=non_numeric("x")),
