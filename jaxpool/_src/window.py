@@ -325,6 +325,23 @@ def _rounded_out(length: int, pb: int, pe: int, dk: int, s: int, rounding_type: 
     return out
 
 
+def window_counts(window: Window, rounding_type: str) -> tuple[int, ...]:
+    """The number of windows along each spatial axis of ``window`` under ``rounding_type``, its
+    input, kernel, strides, dilations and pads unchanged: what a format whose windows follow
+    one rounding rule (ONNX's ``ceil_mode``) would compute for them."""
+    return tuple(
+        _rounded_out(length, pb, pe, (k - 1) * d + 1, s, rounding_type)
+        for length, k, s, d, pb, pe in zip(
+            window.in_spatial,
+            window.kernel,
+            window.strides,
+            window.dilations,
+            window.pads_begin,
+            window.pads_end,
+        )
+    )
+
+
 def make_window(
     x_shape: Sequence[int],
     kernel: Any,

@@ -11,11 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpool._src import indices as indices_lib
-from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
 from jaxpool._src.adaptive_max_pool import adaptive_max_pool
 from jaxpool._src.avg_pool import avg_pool
-from jaxpool._src.interop import onnx_ops
+from jaxpool._src.interop import onnx_names, onnx_ops
 from jaxpool._src.interop.bound import Arguments, Attributes, Bound
 from jaxpool._src.lp_pool import lp_pool
 from jaxpool._src.max_pool import max_pool
@@ -23,14 +22,14 @@ from jaxpool._src.roi_align import ONNX_MAX, roi_align, roi_align_any_mode
 from jaxpool._src.roi_pool import roi_pool
 from jaxpool._src.unpool import max_unpool
 
-# ONNX's auto_pad names, in the order of window.AUTO_PADS.
-_AUTO_PADS = dict(zip(("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"), window_lib.AUTO_PADS))
-# RoiAlign's coordinate_transformation_mode -> roi_align's aligned_mode.
-_ROI_ALIGN_MODES = {"half_pixel": "half_pixel_for_nn", "output_half_pixel": "asymmetric"}
-# RoiAlign's mode -> the function and its mode.  ONNX's max is ONNX Runtime's largest weighted
-# corner term of a bin's samples, an internal mode of roi_align's program, not its largest
-# sample (OpenVINO's max, roi_align's public one).
-_ROI_ALIGN_POOLING = {"avg": (roi_align, "avg"), "max": (roi_align_any_mode, ONNX_MAX)}
+_AUTO_PADS = onnx_names.AUTO_PADS
+_ROI_ALIGN_MODES = onnx_names.ROI_ALIGN_TRANSFORMS
+# RoiAlign's mode -> the function and its mode (ONNX's max is an internal mode of roi_align's
+# program).
+_ROI_ALIGN_POOLING = {
+    onnx_mode: (roi_align_any_mode if mode == ONNX_MAX else roi_align, mode)
+    for onnx_mode, mode in onnx_names.ROI_ALIGN_POOLING.items()
+}
 
 # AttributeProto.AttributeType values, and the kinds each attribute may have.
 _FLOAT, _INT, _STRING, _FLOATS, _INTS = 1, 2, 3, 6, 7
@@ -122,7 +121,7 @@ def _sliding(a: ONNXAttributes) -> Arguments:
         ("pads_begin", pads_begin),
         ("pads_end", pads_end),
         ("dilations", a.get("dilations", (1,) * nd)),
-        ("rounding_type", "ceil_torch" if a.flag("ceil_mode") else "floor"),
+        ("rounding_type", onnx_names.CEIL_MODES[a.flag("ceil_mode")]),
         ("auto_pad", _AUTO_PADS[auto_pad]),
     )
 
