@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+import regions
 
 import jaxpool
 import jaxpool.torch as tv
@@ -383,3 +384,17 @@ def test_no_boxes(name):
     for boxes in (jnp.zeros((0, 5)), [jnp.zeros((0, 4)), jnp.zeros((0, 4))]):
         y = getattr(tv, name)(x, boxes, 2)
         assert y.shape == (0, 1 if name.startswith("ps") else 4, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("torch.pools", (0, 1)),
+        ("torch.aligns", (0, 1)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

@@ -16,6 +16,7 @@ from jaxpool._src import window as window_lib
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
+@roi_lib.nan_boxes
 def _psroi_align(
     x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align
 ) -> jax.Array:

@@ -125,6 +125,7 @@ def _max_bins(
 @functools.partial(
     jax.jit, static_argnames=("output_size", "spatial_scale", "method", "data_format")
 )
+@roi_lib.nan_boxes
 def _roi_pool(
     x: jax.Array,
     rois: jax.Array,
