@@ -338,17 +338,34 @@ def _align_grid(box, spatial_scale, output_size, sampling_ratio, aligned_mode, a
     start_w, start_h, end_w, end_h = (
         (float(v) + offset_src) * spatial_scale + offset_dst for v in box
     )
-    roi_width, roi_height = end_w - start_w, end_h - start_h
-    if at_least_one:
-        roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
-    bin_h, bin_w = roi_height / out_h, roi_width / out_w
-    grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_h)
-    grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_w)
+    (bin_h, bin_w), (grid_h, grid_w) = _bins_and_counts(
+        start_h, start_w, end_h, end_w, output_size, sampling_ratio, at_least_one
+    )
     if grid_h <= 0 or grid_w <= 0:
         return None
     ys = start_h + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
     xs = start_w + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
     return ys, xs
+
+
+def _bins_and_counts(start_h, start_w, end_h, end_w, output_size, sampling_ratio, at_least_one):
+    """ROIAlign's bin sizes ``(bin_h, bin_w)`` and sample counts per axis, ``sampling_ratio``
+    or ``ceil(bin size)`` (0 or negative for a box of zero or negative size)."""
+    roi_width, roi_height = end_w - start_w, end_h - start_h
+    if at_least_one:
+        roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
+    bin_h, bin_w = roi_height / output_size[0], roi_width / output_size[1]
+    grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_h)
+    grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_w)
+    return (bin_h, bin_w), (grid_h, grid_w)
+
+
+def _no_count(box, spatial_scale, output_size, sampling_ratio):
+    """Whether torchvision's ``ps_roi_align`` divides the bins of a box by a count of 0: a
+    ``ceil(bin size)`` of 0 on an axis (``"half_pixel_for_nn"``, adaptive sampling)."""
+    start_w, start_h, end_w, end_h = (float(v) * spatial_scale - 0.5 for v in box)
+    _, counts = _bins_and_counts(start_h, start_w, end_h, end_w, output_size, sampling_ratio, False)
+    return 0 in counts
 
 
 def _bin_samples(planes, ys, xs):
@@ -370,9 +387,13 @@ def ps_roi_align(
     spatial_scale=1.0,
     sampling_ratio=0,
     aligned_mode="half_pixel_for_nn",
+    empty_bin="zero",
 ):
     """torchvision's ``ps_roi_align`` (its CPU kernel) for NCX ``x`` and ``(x_1, y_1, x_2, y_2)``
     boxes with their batch indices apart.
+
+    ``empty_bin="nan"`` (with ``"half_pixel_for_nn"``) is torchvision's rule for a box whose
+    count of samples is 0 on an axis: NaN, its 0 / 0 (on an image of the batch).
 
     ``aligned_mode="half_pixel_for_nn"`` is torchvision's rule (``x * spatial_scale - 0.5``, no
     bound on the box's size); ``"asymmetric"`` (``x * spatial_scale``, width and height at least
@@ -388,6 +409,10 @@ def ps_roi_align(
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
         b = int(batch_indices[r])
+        if 0 <= b < n and empty_bin == "nan":
+            if _no_count(box, spatial_scale, (out_h, out_w), sampling_ratio):
+                out[r] = np.nan
+                continue
         grid = _align_grid(
             box,
             spatial_scale,
@@ -727,13 +752,13 @@ def _round_half_away(v):
     return int(whole + math.copysign(1.0, v)) if abs(v - whole) >= 0.5 else int(whole)
 
 
-def _integer_bin(i, out, start, end, span_extra, top):
+def _integer_bin(i, out, start, end, span_extra, top, dtype=np.float64):
     """Bin ``i`` of ``out`` over the whole elements from ``start``, which span ``max(end -
     start + span_extra, 1)``: ``[floor(i * s), ceil((i + 1) * s))`` offset by ``start``, each
-    edge clipped to ``[0, top]`` (``s`` the span over ``out``)."""
-    size = max(end - start + span_extra, 1) / out
-    low = min(max(math.floor(i * size) + start, 0), top)
-    high = min(max(math.ceil((i + 1) * size) + start, 0), top)
+    edge clipped to ``[0, top]`` (``s`` the span over ``out``), computed in ``dtype``."""
+    size = dtype(max(end - start + span_extra, 1)) / dtype(out)
+    low = min(max(int(np.floor(dtype(i) * size)) + start, 0), top)
+    high = min(max(int(np.ceil(dtype(i + 1) * size)) + start, 0), top)
     return low, high
 
 
@@ -747,22 +772,30 @@ def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     of each output's element in its plane, -1 where the bin is empty (its output is 0).
 
     Corners ``round(v * spatial_scale)``; the box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin
-    edges clipped to ``[0, H]``; the maximum starts from ``-FLT_MAX`` and takes a strictly
-    larger element, so the first maximum in row-major order wins.
+    edges computed in ``x``'s dtype (float32 for 16-bit ``x``; the kernel's ``T``) and clipped
+    to ``[0, H]``; the maximum starts from ``-FLT_MAX`` and takes a strictly larger element, so
+    the first maximum in row-major order wins and a NaN never does (a bin of nothing larger
+    than ``-FLT_MAX`` gives ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is
+    undefined, the library's rule: a box with a NaN coordinate (which the kernel converts to an
+    integer) gives NaN and argmax -1, a batch index outside ``[0, N)`` zeros.
     """
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x.shape
+    edges = np.promote_types(x.dtype, np.float32).type
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), channels, out_h, out_w), np.float64)
     argmax = np.full(out.shape, -1, np.int64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
+        if np.isnan(box).any():
+            out[r] = np.nan
+            continue
         b = int(box[0])
         if not 0 <= b < n:
             continue
         x1, y1, x2, y2 = _scaled_corners(box, spatial_scale)
         for i, j in itertools.product(range(out_h), range(out_w)):
-            h0, h1 = _integer_bin(i, out_h, y1, y2, 1, height)
-            w0, w1 = _integer_bin(j, out_w, x1, x2, 1, width)
+            h0, h1 = _integer_bin(i, out_h, y1, y2, 1, height, edges)
+            w0, w1 = _integer_bin(j, out_w, x1, x2, 1, width, edges)
             if h1 <= h0 or w1 <= w0:
                 continue
             for c in range(channels):
@@ -780,6 +813,8 @@ def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
     grad = np.zeros((n, channels, height * width), np.float64)
     ct = np.asarray(ct, np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
+        if np.isnan(box).any():
+            continue
         b = int(box[0])
         if not 0 <= b < n:
             continue

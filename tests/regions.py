@@ -17,6 +17,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from cases import random_boxes
 
@@ -336,3 +338,56 @@ ADAPTIVE_ROWS = _rows(0, -1)
 ADAPTIVE_AVERAGE = Row(
     "roi_align_adaptive_avg", _roi_align, aligned, ("r, 4", "r"), (dict(sampling_ratio=0),), (0,)
 )
+
+BY_NAME = {row.name: row for row in (*ROWS, *ADAPTIVE_ROWS)}
+
+# The box that holds a NaN in :func:`check_nan_box` (its row of the output, also where the
+# boxes come one array per image: it is on the first).
+NAN_BOX = 1
+
+
+def check_nan_box(name: str, picks: tuple[int, ...], count: int = 4, images: int = 2) -> None:
+    """The NaN-box rule (API.md, "Numeric policy") on the variants ``picks`` of the row
+    ``name``, in one program of its first layout: a box with a NaN coordinate gives NaN in
+    every element of its output, its cotangent reaches no feature, and every other box's
+    output and cotangent in the maps are bitwise those of the call where that box is
+    finite."""
+    row = BY_NAME[name]
+    variants = [row.variants[i] for i in picks]
+    data_format = row.layouts[0]
+    rng = np.random.default_rng(7)
+    maps = [rng.standard_normal((images, 8, h, w)).astype(np.float32) for h, w in row.maps]
+    maps = [m if data_format == "NCX" else np.moveaxis(m, 1, -1) for m in maps]
+    finite = row.boxes(rng, count, images)
+    poisoned = list(finite)
+    poisoned[0] = poisoned[0].copy()
+    poisoned[0][NAN_BOX, 1] = np.nan
+
+    def others(o):
+        """True on the outputs of the finite boxes, False on the NaN box's."""
+        return (np.arange(o.shape[0]) != NAN_BOX).reshape((-1,) + (1,) * (o.ndim - 1))
+
+    def ones_on(o, finite: bool):
+        """A cotangent of 1 on the finite boxes' outputs, or on the NaN box's."""
+        return jnp.where(others(o) == finite, jnp.ones_like(o), jnp.zeros_like(o))
+
+    @jax.jit
+    def run(maps, boxes):
+        out, pullback = jax.vjp(
+            lambda m: [row.call(m, boxes, data_format, **v) for v in variants], maps
+        )
+        from_others = pullback([ones_on(o, True) for o in out])
+        from_nan = pullback([ones_on(o, False) for o in out])
+        return out, from_others, from_nan
+
+    want, want_others, _ = run(maps, finite)
+    got, got_others, got_nan = run(maps, tuple(poisoned))
+    for variant, a, b in zip(variants, got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.isnan(a[NAN_BOX]).all(), (row.name, variant)
+        keep = others(a).ravel()
+        np.testing.assert_array_equal(a[keep], b[keep], err_msg=f"{row.name} {variant}")
+    leaves = zip(*(jax.tree.leaves(g) for g in (got_others, want_others, got_nan)))
+    for a, b, c in leaves:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=row.name)
+        np.testing.assert_array_equal(np.asarray(c), 0, err_msg=row.name)

@@ -22,6 +22,7 @@ import openvino as ov
 import openvino.opset1 as opset1
 import pytest
 import reference
+import regions
 
 import jaxpool
 
@@ -382,3 +383,16 @@ def test_openvino_layer_matches_runtime(config):
     check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
     without = jaxpool.openvino.layer("DeformablePSROIPooling", {**ir, "part_size": "1"})
     check(without(x, rois), runtime(x, rois, **attrs))
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("deformable_psroi_pool", (1,)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

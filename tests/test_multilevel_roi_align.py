@@ -25,6 +25,7 @@ import numpy as np
 import oracle
 import pytest
 import reference
+import regions
 
 import jaxpool
 
@@ -753,3 +754,16 @@ def test_openvino_layer_matches_runtime(aligned, sampling_ratio, pyramid_scales)
     assert len(got) == 2
     check(got[0], want[0])
     np.testing.assert_array_equal(np.asarray(got[1]), want[1])
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("multilevel_roi_align", (0, 1, 2)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+import regions
 
 import jaxpool
 
@@ -261,3 +262,16 @@ def test_empty_inputs(n, r, data_format):
     assert not np.any(np.asarray(gx)) and not np.any(np.asarray(gr))
     low = jaxpool.psroi_align(x.astype(jnp.bfloat16), rois, batch, 2, data_format=data_format)
     assert low.shape == shape and low.dtype == jnp.bfloat16
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("psroi_align", (0,)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

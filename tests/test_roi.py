@@ -21,6 +21,7 @@ import openvino.opset2 as opset2
 import openvino.opset9 as opset9
 import openvino.opset15 as opset15
 import pytest
+import regions
 from cases import random_boxes
 
 import jaxpool
@@ -826,3 +827,20 @@ def test_roi_head_example(capsys):
     assert out["accuracy"] >= 0.8, out
     assert out["iou_after"] > out["iou_before"], out
     assert "held-out accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("roi_pool", (0, 1)),
+        ("roi_align", (0, 1)),
+        ("roi_align_adaptive", (0, 1)),
+        ("roi_align_rotated", (0,)),
+        ("psroi_pool", (0, 2)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+import regions
 
 import jaxpool
 import jaxpool.torch as tv
@@ -150,7 +151,7 @@ def test_roi_align(x64):
 
 
 def test_ps_roi_align(x64):
-    worst, cases = Worst(), 0
+    worst, cases, empties = Worst(), 0, 0
     for config, x, rows, _ in draws(1, ALIGN_CONFIGS, lambda out: 2 * out[0] * out[1]):
         _, out, scale, ratio, _ = config
         static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio)
@@ -164,16 +165,22 @@ def test_ps_roi_align(x64):
                 reference._pair(out),
                 spatial_scale=scale,
                 sampling_ratio=max(ratio, 0),
+                empty_bin="nan",
             )
 
         want = ref(x)
+        # torchvision's 0 / 0 (a box with a count of 0 samples): NaN, and no gradient.
+        nan = np.isnan(want)
+        empties += nan.any()
         rng = np.random.default_rng(cases)
-        ct = rng.standard_normal(want.shape)
+        ct = np.where(nan, 0.0, rng.standard_normal(want.shape))
         y, g = value_and_vjp(tv.ps_roi_align, x, ct, jnp.asarray(rows), **static)
+        np.testing.assert_array_equal(np.isnan(y), nan)
         v = rng.standard_normal(x.shape)
-        worst.add(diff(y, want), adjoint_gap(ref(v), ct, v, g))
+        jv = np.where(nan, 0.0, ref(v))
+        worst.add(diff(np.where(nan, 0, y), np.where(nan, 0, want)), adjoint_gap(jv, ct, v, g))
         cases += 1
-    assert cases == len(ALIGN_CONFIGS) * DRAWS
+    assert cases == len(ALIGN_CONFIGS) * DRAWS and empties, empties
     assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
 
 
@@ -195,6 +202,30 @@ def test_roi_pool(x64):
         cases += 1
     assert cases == len(POOL_CONFIGS) * DRAWS
     assert worst.value == 0 and worst.grad < 1e-12, vars(worst)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_roi_pool_bin_edges_and_maximum_follow_torchvision(dtype, x64):
+    """Bin edges in the input's dtype (a box of 29 rows over 7 bins: float64's last bin ends at
+    ``ceil(7 * (29 / 7)) = 30``, float32's at 29) and the strictly larger scan from
+    ``-FLT_MAX``: a NaN never becomes the maximum, and a bin of NaN and ``-inf`` alone gives
+    ``-FLT_MAX`` with no gradient (``jaxpool.roi_pool`` propagates the NaN)."""
+    x = np.zeros((1, 2, 31, 3), dtype)
+    x[0, :, 20] = 1.0
+    x[0, :, 29] = 5.0
+    x[0, 1, 21:25] = np.array([np.nan, 7.0, np.nan, -np.inf])[:, None]
+    x[0, 1, 0:5, 1:] = [np.nan, -np.inf]
+    rows = np.array([[0.0, 0.0, 0.0, 2.0, 28.0], [0.0, 1.0, 0.0, 2.0, 4.0]], dtype)
+    want, argmax = reference.torchvision_roi_pool(x, rows, (7, 1))
+    ct = np.random.default_rng(0).standard_normal(want.shape).astype(dtype)
+    y, g = value_and_vjp(tv.roi_pool, x, ct, jnp.asarray(rows), output_size=(7, 1))
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(
+        g, reference.torchvision_roi_pool_backward(ct, rows, argmax, x.shape)
+    )
+    assert want[0, 0, -1, 0] == (5.0 if dtype == np.float64 else 0.0)
+    assert want[0, 1, -2, 0] == 7.0 and want[1, 1, 0, 0] == -np.finfo(np.float32).max
+    assert np.isnan(jaxpool.roi_pool(x, rows, (7, 1))[0, 1, -2, 0])
 
 
 def test_ps_roi_pool(x64):
@@ -385,3 +416,17 @@ def test_no_boxes(name):
     for boxes in (jnp.zeros((0, 5)), [jnp.zeros((0, 4)), jnp.zeros((0, 4))]):
         y = getattr(tv, name)(x, boxes, 2)
         assert y.shape == (0, 1 if name.startswith("ps") else 4, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "name,picks",
+    [
+        ("torch.pools", (0, 1)),
+        ("torch.aligns", (0, 1)),
+    ],
+)
+def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
+    box and its gradient in the features unchanged (the row's variants ``picks`` of
+    ``regions.py`` in one program)."""
+    regions.check_nan_box(name, picks)

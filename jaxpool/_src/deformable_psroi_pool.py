@@ -77,6 +77,7 @@ def _axis(
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
+@roi_lib.nan_boxes
 def _deformable_psroi_pool(
     x: jax.Array, rois: jax.Array, offsets: jax.Array | None, attrs: Deformable
 ) -> jax.Array:

@@ -104,6 +104,7 @@ def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, 
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
+@roi_lib.nan_boxes
 def _multilevel_roi_align(
     features: tuple[jax.Array, ...], rois: jax.Array, batch_indices: jax.Array, attrs: Pyramid
 ) -> jax.Array:

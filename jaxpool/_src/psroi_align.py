@@ -14,10 +14,15 @@ from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
+# What a bin with no samples gives: 0 (:func:`psroi_align`), or NaN where torchvision divides
+# 0 by a count of 0 (:mod:`jaxpool.torch` binds ``ps_roi_align`` to it).
+EMPTY_BINS = ("zero", "nan")
 
-@functools.partial(jax.jit, static_argnames=("attrs",))
+
+@functools.partial(jax.jit, static_argnames=("attrs", "empty_bin"))
+@roi_lib.nan_boxes
 def _psroi_align(
-    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align, empty_bin: str
 ) -> jax.Array:
     n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     out_h, out_w = attrs.output_size
@@ -34,6 +39,13 @@ def _psroi_align(
     i = jnp.arange(out_h, dtype=np.int32)[None, :, None]
     j = jnp.arange(out_w, dtype=np.int32)[None, None, :]
     pooled = sampling.pool_boxes(xg, (batch[:, None, None], i, j), y, x_axis, inside, "avg")
+    if empty_bin == "nan":
+        # torchvision's count is ceil(bin size) per axis, unclamped: 0 for a bin size in
+        # (-1, 0], whose sum it divides by 0.  (An axis of no samples steps by its bin size.)
+        # A box on no image gives zeros all the same.
+        zero = [(a.count == 0) & (a.step > -1) for a in (y, x_axis)]
+        nan = ((zero[0] | zero[1]) & inside)[:, None, None, None]
+        pooled = jnp.where(nan, jnp.asarray(np.nan, pooled.dtype), pooled)
     return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
@@ -110,8 +122,36 @@ def psroi_align(
       >>> jaxpool.psroi_align(x, rois, jnp.array([0]), 2)[0, 0].tolist()
       [[2.5, 20.5], [42.5, 60.5]]
     """
+    return psroi_align_any_empty_bin(
+        x,
+        rois,
+        batch_indices,
+        output_size,
+        spatial_scale=spatial_scale,
+        sampling_ratio=sampling_ratio,
+        aligned_mode=aligned_mode,
+        data_format=data_format,
+    )
+
+
+def psroi_align_any_empty_bin(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    batch_indices: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    aligned_mode: str = "half_pixel_for_nn",
+    data_format: str = "NCX",
+    empty_bin: str = "zero",
+) -> jax.Array:
+    """:func:`psroi_align`, a bin with no samples giving ``empty_bin``'s value: ``"zero"``, or
+    ``"nan"`` where its count of samples, ``ceil(bin size)`` on an axis, is 0 (torchvision's
+    0 / 0; a box of zero or negative size with adaptive sampling)."""
     x, rois, batch_indices = roi_lib.align_inputs(x, rois, batch_indices, data_format)
     attrs = sampling.Align.of(output_size, spatial_scale, sampling_ratio, aligned_mode, data_format)
+    window_lib.choice("empty_bin", empty_bin, EMPTY_BINS)
     _, channels, _, _ = window_lib.to_ncx_shape(x.shape, data_format)
     out_h, out_w = attrs.output_size
     if channels % (out_h * out_w):
@@ -119,4 +159,4 @@ def psroi_align(
             f"`x` has {channels} channels, which must be a multiple of out_h * out_w = "
             f"{out_h} * {out_w} = {out_h * out_w} (`output_size`={output_size!r})."
         )
-    return _psroi_align(x, rois, batch_indices, attrs)
+    return _psroi_align(x, rois, batch_indices, attrs, empty_bin)

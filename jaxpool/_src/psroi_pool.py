@@ -31,6 +31,7 @@ ROUNDINGS = ("openvino", "torchvision")
         "data_format",
     ),
 )
+@roi_lib.nan_boxes
 def _psroi_pool(
     x: jax.Array,
     rois: jax.Array,

@@ -16,8 +16,10 @@ weights are differentiable in the coordinates.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -197,6 +199,25 @@ def nothing_read(
     if data_format == "NCX":
         return jnp.zeros((num_rois, channels, *output_size), dtype)
     return jnp.zeros((num_rois, *output_size, channels), dtype)
+
+
+def nan_boxes(program: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
+    """``program(x, rois, *rest)`` where a box (a row of ``rois``) holding a NaN gives NaN in
+    every element of its output (the first axis of the output is the boxes').
+
+    Such a box is pooled as a box of zeros, and its output is then replaced: no NaN reaches
+    an index, a sample count or a loop's trip count, its cotangent reaches no feature (and
+    nothing of its row of ``rois``), and every other box is pooled as without it.
+    """
+
+    @functools.wraps(program)
+    def pooled(x: Any, rois: jax.Array, *rest: Any, **kwargs: Any) -> jax.Array:
+        nan = jnp.isnan(rois).any(axis=1)
+        out = program(x, jnp.where(nan[:, None], jnp.zeros_like(rois), rois), *rest, **kwargs)
+        nan = nan.reshape(nan.shape + (1,) * (out.ndim - 1))
+        return jnp.where(nan, jnp.asarray(np.nan, out.dtype), out)
+
+    return pooled
 
 
 def round_half_away(v: jax.Array) -> jax.Array:

@@ -19,6 +19,7 @@ ONNX_MAX = "onnx_max"
 
 
 @functools.partial(jax.jit, static_argnames=("attrs", "mode"))
+@roi_lib.nan_boxes
 def _roi_align(
     x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align, mode: str
 ) -> jax.Array:

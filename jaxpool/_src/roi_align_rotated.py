@@ -19,6 +19,7 @@ from jaxpool._src import window as window_lib
     jax.jit,
     static_argnames=("output_size", "spatial_scale", "sampling_ratio", "clockwise", "data_format"),
 )
+@roi_lib.nan_boxes
 def _roi_align_rotated(
     x: jax.Array,
     rois: jax.Array,

@@ -15,6 +15,41 @@ from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 
 METHODS = ("max", "bilinear")
+# torchvision's roi_pool: the maximum as ``"max"`` takes it, but with the bin edges computed in
+# the features' dtype and the maximum a strictly larger scan from ``-FLT_MAX`` (NaN never
+# wins).  A method of the program, not of :func:`roi_pool`: :mod:`jaxpool.torch` binds
+# torchvision's ``roi_pool`` to it.
+TORCHVISION_MAX = "torchvision_max"
+
+
+def _bin_edges(
+    starts: tuple[jax.Array, jax.Array],
+    ends: tuple[jax.Array, jax.Array],
+    length: tuple[int, int],
+    output_size: tuple[int, int],
+    dtype: Any,
+) -> tuple[list[jax.Array], list[jax.Array]]:
+    """The integer bins ``[low, high)`` of each box along each axis, ``(R, out)``, clipped to
+    the map, their edges ``floor(i * s)`` and ``ceil((i + 1) * s)`` computed in ``dtype``."""
+    lows, highs = [], []
+    for a in range(2):
+        out, size = output_size[a], length[a]
+        span = jnp.maximum(ends[a] - starts[a] + 1, 1).astype(dtype)
+        bin_size = roi_lib.divide(span, out)[:, None]
+        i = np.arange(out, dtype=dtype)
+        lo = jnp.floor(roi_lib.product(i, bin_size)).astype(np.int32) + starts[a][:, None]
+        hi = jnp.ceil(roi_lib.product(i + 1, bin_size)).astype(np.int32) + starts[a][:, None]
+        lows.append(jnp.clip(lo, 0, size))
+        highs.append(jnp.clip(hi, 0, size))
+    return lows, highs
+
+
+def _better(new: jax.Array, new_at: jax.Array, old: jax.Array, old_at: jax.Array) -> jax.Array:
+    """Whether a chunk's maximum ``new`` at ``new_at`` replaces ``old`` at ``old_at``, in
+    ``argmax``'s order: NaN first, then the larger value, then the earlier position."""
+    new_nan, old_nan = jnp.isnan(new), jnp.isnan(old)
+    same = (new == old) | (new_nan & old_nan)
+    return (new_nan & ~old_nan) | (new > old) | (same & (new_at < old_at))
 
 
 def _max_bins(
@@ -25,12 +60,18 @@ def _max_bins(
     ends: tuple[jax.Array, jax.Array],
     length: tuple[int, int],
     output_size: tuple[int, int],
+    torchvision: bool,
 ) -> jax.Array:
     """The maximum over the integer bins of each box, 0 for an empty bin: ``(R, oh, ow, C)``.
 
     Box ``r`` starts at element ``starts[a][r]`` and spans ``ends[a][r] - starts[a][r] + 1``
     elements (at least 1) along axis ``a``; bin ``i`` of ``out`` covers ``[floor(i * s),
-    ceil((i + 1) * s))`` of it (``s`` the box size over ``out``), clipped to the map.
+    ceil((i + 1) * s))`` of it (``s`` the box size over ``out``), clipped to the map.  The
+    edges are computed in float32 (the OpenVINO runtime's), or with ``torchvision`` in the
+    features' dtype (float32 for 16-bit ones), and the maximum is then torchvision's: a scan
+    from ``-FLT_MAX`` that takes a strictly larger element, so that a NaN, ``-inf`` or
+    ``-FLT_MAX`` never becomes the maximum, and a bin of nothing else gives ``-FLT_MAX`` with
+    no derivative.
 
     A bin is read in chunks of ``bin_bound`` elements per axis, which hold every bin of a box no
     larger than the map plus one element in one chunk; the further chunks of larger boxes are
@@ -38,20 +79,10 @@ def _max_bins(
     The loop finds only where each maximum is (the first in row-major order of its bin, as
     ``argmax`` does); the values are read there afterwards, so the derivative is that read's.
     """
-    lows, highs, bounds = [], [], []
-    for a in range(2):
-        out, size = output_size[a], length[a]
-        span = jnp.maximum(ends[a] - starts[a] + 1, 1).astype(np.float32)
-        bin_size = roi_lib.divide(span, out)
-        i = np.arange(out, dtype=np.float32)
-        lo = jnp.floor(roi_lib.product(i, bin_size[:, None])).astype(np.int32) + starts[a][:, None]
-        hi = (
-            jnp.ceil(roi_lib.product(i + 1, bin_size[:, None])).astype(np.int32)
-            + starts[a][:, None]
-        )
-        lows.append(jnp.clip(lo, 0, size))
-        highs.append(jnp.clip(hi, 0, size))
-        bounds.append(roi_lib.bin_bound(size, out))
+    edge_dtype = np.promote_types(xt.dtype, np.float32) if torchvision else np.float32
+    lows, highs = _bin_edges(starts, ends, length, output_size, edge_dtype)
+    bounds = [roi_lib.bin_bound(length[a], output_size[a]) for a in range(2)]
+    lowest = jnp.asarray(-np.finfo(np.float32).max, xt.dtype)
     fixed = jax.lax.stop_gradient(xt)
     width = length[1]
     unread = np.iinfo(np.int32).max
@@ -73,7 +104,10 @@ def _max_bins(
         )
         mask = valid[0][:, :, :, None, None] & valid[1][:, None, None]
         position = index[0][:, :, :, None, None] * width + index[1][:, None, None]
-        values = jnp.where(mask[..., None], values, jnp.asarray(-jnp.inf, values.dtype))
+        eligible = mask[..., None]
+        if torchvision:
+            eligible = eligible & (values > lowest)
+        values = jnp.where(eligible, values, jnp.asarray(-jnp.inf, values.dtype))
         position = jnp.where(mask, position, unread)
         r, c = values.shape[0], values.shape[-1]
         grid = values.transpose(0, 1, 3, 5, 2, 4).reshape(r, *output_size, c, -1)
@@ -81,12 +115,6 @@ def _max_bins(
         best = jnp.take_along_axis(grid, where, axis=-1).squeeze(-1)
         flat = position.transpose(0, 1, 3, 2, 4).reshape(r, *output_size, 1, -1)
         return best, jnp.take_along_axis(flat, where, axis=-1).squeeze(-1)
-
-    def better(new: jax.Array, new_at: jax.Array, old: jax.Array, old_at: jax.Array):
-        """``argmax``'s order: NaN first, then the larger value, then the earlier position."""
-        new_nan, old_nan = jnp.isnan(new), jnp.isnan(old)
-        same = (new == old) | (new_nan & old_nan)
-        return (new_nan & ~old_nan) | (new > old) | (same & (new_at < old_at))
 
     # Chunks per bin, ceil((high - low) / bound), as a truncating division of non-negative
     # integers: jnp's floor division of a negative one adds a select over `div` and `rem`, a
@@ -99,7 +127,7 @@ def _max_bins(
     def body(state):
         t, best, at = state
         new, new_at = chunk(t // chunks[1], t % chunks[1])
-        take = better(new, new_at, best, at)
+        take = _better(new, new_at, best, at)
         return t + 1, jnp.where(take, new, best), jnp.where(take, new_at, at)
 
     start = chunk(jnp.int32(0), jnp.int32(0))
@@ -119,12 +147,17 @@ def _max_bins(
         | (highs[1] <= lows[1])[:, None, :]
         | ~inside[:, None, None]
     )
+    if torchvision:
+        # The element found is one no strictly larger scan takes only where every element of
+        # the bin is one: -FLT_MAX then, the scan's start.
+        pooled = jnp.where(pooled > lowest, pooled, lowest)
     return jnp.where(empty[..., None], jnp.zeros_like(pooled), pooled)
 
 
 @functools.partial(
     jax.jit, static_argnames=("output_size", "spatial_scale", "method", "data_format")
 )
+@roi_lib.nan_boxes
 def _roi_pool(
     x: jax.Array,
     rois: jax.Array,
@@ -142,12 +175,21 @@ def _roi_pool(
     boxes = rois.astype(dtype)
     batch, inside = roi_lib.batch_or_zero(jnp.trunc(boxes[:, 0]), n)
     xt = roi_lib.channels_last(x, data_format)
-    if method == "max":
+    if method != "bilinear":
         x1, y1, x2, y2 = (
             roi_lib.round_half_away(boxes[:, i] * spatial_scale).astype(np.int32)
             for i in range(1, 5)
         )
-        pooled = _max_bins(xt, batch, inside, (y1, x1), (y2, x2), (height, width), output_size)
+        pooled = _max_bins(
+            xt,
+            batch,
+            inside,
+            (y1, x1),
+            (y2, x2),
+            (height, width),
+            output_size,
+            method == TORCHVISION_MAX,
+        )
     else:
         corners = []
         for start, end, out, size in (
@@ -233,11 +275,28 @@ def roi_pool(
       >>> jaxpool.roi_pool(x, rois, 2, method="bilinear")[0, 0].tolist()
       [[0.0, 3.0], [12.0, 15.0]]
     """
+    return roi_pool_any_method(
+        x, rois, output_size, spatial_scale=spatial_scale, method=method, data_format=data_format
+    )
+
+
+def roi_pool_any_method(
+    x: jax.typing.ArrayLike,
+    rois: jax.typing.ArrayLike,
+    output_size: Any,
+    *,
+    spatial_scale: float = 1.0,
+    method: str = "max",
+    data_format: str = "NCX",
+    methods: tuple[str, ...] = (*METHODS, TORCHVISION_MAX),
+) -> jax.Array:
+    """:func:`roi_pool` with ``method`` one of ``methods``: by default also
+    :data:`TORCHVISION_MAX`."""
     x = jnp.asarray(x)
     rois = jnp.asarray(rois)
     roi_lib.check_features(x, data_format)
     roi_lib.check_rois(rois, 5, "(batch_index, x_1, y_1, x_2, y_2)")
     size = roi_lib.output_hw(output_size)
     scale = roi_lib.static_float("spatial_scale", spatial_scale)
-    window_lib.choice("method", method, METHODS)
+    window_lib.choice("method", method, methods)
     return _roi_pool(x, rois, size, scale, method, data_format)

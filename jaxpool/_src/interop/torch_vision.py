@@ -20,10 +20,10 @@ import numpy as np
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.multilevel_roi_align import multilevel_roi_align
-from jaxpool._src.psroi_align import psroi_align
+from jaxpool._src.psroi_align import psroi_align_any_empty_bin
 from jaxpool._src.psroi_pool import psroi_pool
 from jaxpool._src.roi_align import roi_align as _roi_align
-from jaxpool._src.roi_pool import roi_pool as _roi_pool
+from jaxpool._src.roi_pool import TORCHVISION_MAX, roi_pool_any_method
 
 _BOXES = "a [K, 5] array of (batch_index, x_1, y_1, x_2, y_2) rows or a list of [L, 4] arrays"
 
@@ -161,14 +161,20 @@ def roi_pool(
     output_size: Any,
     spatial_scale: float = 1.0,
 ) -> jax.Array:
-    """torchvision's ``roi_pool``: :func:`jaxpool.roi_pool` with ``method="max"``, whose rule
-    is torchvision's.
+    """torchvision's ``roi_pool``: the program of :func:`jaxpool.roi_pool`'s ``method="max"``
+    with torchvision's bin edges and maximum.
 
     The corners times ``spatial_scale`` are rounded (halves away from zero); the box spans
     ``max(x_2 - x_1 + 1, 1)`` elements, bin ``i`` covers ``[floor(i * s), ceil((i + 1) * s))``
-    of them (``s`` the span over ``out``), clipped to the map, and gives their maximum (the
-    first in row-major order where several are equal), or 0 where it holds no element.  A
-    batch index outside ``[0, N)`` gives zeros.
+    of them (``s`` the span over ``out``, the edges computed in ``input``'s dtype, float32 for
+    16-bit inputs: a float64 box of 29 rows over 7 bins ends its last bin at row 30 where
+    float32 ends it at 29), clipped to the map, and gives their maximum (the first in
+    row-major order where several are equal), or 0 where it holds no element.  The maximum is
+    torchvision's scan from ``-FLT_MAX`` that takes a strictly larger element: a NaN never
+    becomes it, and a bin of only NaN, ``-inf`` or ``-FLT_MAX`` gives ``-FLT_MAX`` with no
+    gradient (:func:`jaxpool.roi_pool` propagates the NaN).  A batch index outside ``[0, N)``
+    gives zeros; a box with a NaN coordinate (which torchvision's kernel converts to an
+    integer, undefined behaviour) gives NaN.
 
     Derivatives: in ``input``, the cotangent goes to each bin's maximal element (torchvision's
     backward); none in the boxes.
@@ -192,7 +198,9 @@ def roi_pool(
     """
     x = _input(input)
     _, _, rows = _boxes(boxes, x.shape[0])
-    return _roi_pool(x, rows, output_size, spatial_scale=spatial_scale, method="max")
+    return roi_pool_any_method(
+        x, rows, output_size, spatial_scale=spatial_scale, method=TORCHVISION_MAX
+    )
 
 
 def ps_roi_align(
@@ -207,8 +215,11 @@ def ps_roi_align(
 
     ``input`` has ``C = D * out_h * out_w`` channels; bin ``(i, j)`` of output channel ``c``
     averages the bilinear samples of input channel ``(c * out_h + i) * out_w + j``.
-    ``sampling_ratio <= 0`` samples ``ceil(bin size)`` points per bin and axis.  A bin with no
-    samples gives 0 (torchvision: 0 / 0), a batch index outside ``[0, N)`` zeros.
+    ``sampling_ratio <= 0`` samples ``ceil(bin size)`` points per bin and axis, and a box
+    whose count is 0 on an axis (a bin size in ``(-1, 0]``) gives NaN, torchvision's 0 / 0,
+    with no gradient (:func:`jaxpool.psroi_align` gives 0).  A batch index outside ``[0, N)``
+    gives zeros (such a box too); a box with a NaN coordinate (which torchvision's kernel
+    converts to an integer, undefined behaviour) gives NaN.
 
     Derivatives: in ``input``, the adjoint of the sampling (torchvision's backward); in the
     boxes too (torchvision gives none).
@@ -234,7 +245,7 @@ def ps_roi_align(
     x = _input(input)
     rois, batch, _ = _boxes(boxes, x.shape[0])
     _position_sensitive(x, output_size)
-    return psroi_align(
+    return psroi_align_any_empty_bin(
         x,
         rois,
         batch,
@@ -242,6 +253,7 @@ def ps_roi_align(
         spatial_scale=spatial_scale,
         sampling_ratio=_sampling_ratio(sampling_ratio),
         aligned_mode="half_pixel_for_nn",
+        empty_bin="nan",
     )
 
 
