@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import window as window_lib
+from jaxpool._src import arguments
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,7 +98,7 @@ def merges_batch_axes(
                 return op(*args, **kwargs)
             values = signature.bind(*args, **kwargs).arguments
             for name in arrays:
-                window_lib.check_numeric(name, values[name])
+                arguments.check_numeric(name, values[name])
                 if np.shape(values[name]) != np.shape(first):
                     raise ValueError(
                         f"`{name}` of shape {np.shape(values[name])} must have the shape of "

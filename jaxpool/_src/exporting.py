@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from jaxpool._src import window as window_lib
+from jaxpool._src import arguments
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,7 +32,7 @@ def exportable(op: F) -> F:
 
     @functools.wraps(op)
     def call(*args: Any, **kwargs: Any) -> Any:
-        window_lib.check_numeric_arguments(signature, args, kwargs)
+        arguments.check_numeric_arguments(signature, args, kwargs)
         if EXPORTER is None:
             return op(*args, **kwargs)
         return EXPORTER(op, args, kwargs)

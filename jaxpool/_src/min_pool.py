@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import window as window_lib
+from jaxpool._src import arguments
 from jaxpool._src.max_pool import max_pool
 
 
@@ -69,7 +69,7 @@ def min_pool(
       >>> y[0, 0].tolist(), i[0, 0].tolist()
       ([[0.0, 2.0], [8.0, 10.0]], [[0, 2], [8, 10]])
     """
-    window_lib.check_numeric("x", x)
+    arguments.check_numeric("x", x)
     x = jnp.asarray(x)
     if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)):
         raise TypeError(f"`x` must have a floating or integer dtype, got {x.dtype}.")

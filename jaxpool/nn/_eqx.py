@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxpool
+from jaxpool._src import arguments
 from jaxpool._src import window as window_lib
 
 
@@ -26,7 +27,7 @@ def _per_axis(name: str, value: Any, n: int, minimum: int) -> tuple[int, ...] | 
 
 def _batched(x: jax.typing.ArrayLike, n: int) -> jax.Array:
     """``x`` of shape ``(C, *spatial)`` with a batch axis of one in front."""
-    window_lib.check_numeric("x", x)
+    arguments.check_numeric("x", x)
     x = jnp.asarray(x)
     if x.ndim != n + 1:
         raise ValueError(

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxpool._src import arguments
 from jaxpool._src import window as window_lib
 from jaxpool._src.fractional_max_pool import fractional_max_pool
 
@@ -53,7 +54,7 @@ def _samples(name: str, samples: Any, key: Any, x: jax.Array, nd: int) -> jax.Ar
             )
         samples = jax.random.uniform(key, (n, c, nd), x.dtype)
     else:
-        window_lib.check_numeric("_random_samples", samples)
+        arguments.check_numeric("_random_samples", samples)
         samples = jnp.asarray(samples)
         if samples.dtype != x.dtype:
             raise TypeError(
@@ -81,7 +82,7 @@ def _fractional_max_pool(
     key: Any,
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
     name = f"fractional_max_pool{nd}d"
-    window_lib.check_numeric("input", input)
+    arguments.check_numeric("input", input)
     x = jnp.asarray(input)
     if x.ndim not in (nd + 1, nd + 2) or 0 in x.shape[x.ndim - nd - 1 :]:
         raise ValueError(

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import arguments
 from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
 from jaxpool._src.adaptive_max_pool import with_nan_rule as adaptive_max_pool_with
@@ -71,7 +72,7 @@ def _over_batch(
     """``pool`` of ``input`` with a batch axis: an unbatched ``(C, *spatial)`` input gains one,
     and its outputs lose it.  PyTorch's ranks and non-empty axes are checked (a batch of 0 is
     allowed, and with ``empty_channels`` 0 channels)."""
-    window_lib.check_numeric("input", input)
+    arguments.check_numeric("input", input)
     x = jnp.asarray(input)
     if x.ndim not in (nd + 1, nd + 2):
         raise ValueError(
@@ -289,7 +290,7 @@ def unpool_to(
     of the spatial ``sizes(input)``: its last write wins, and its gradient.  Indices outside
     the planes are refused where they are concrete (``max_unpool``'s check)."""
     name = f"max_unpool{nd}d"
-    window_lib.check_numeric("indices", indices)
+    arguments.check_numeric("indices", indices)
     indices = jnp.asarray(indices)
     if indices.shape != jnp.shape(input):
         raise ValueError(

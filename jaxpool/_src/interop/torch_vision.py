@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpool._src import arguments
 from jaxpool._src import roi as roi_lib
 from jaxpool._src import window as window_lib
 from jaxpool._src.multilevel_roi_align import multilevel_roi_align
@@ -30,7 +31,7 @@ _BOXES = "a [K, 5] array of (batch_index, x_1, y_1, x_2, y_2) rows or a list of 
 
 def _input(input: Any, name: str = "input") -> jax.Array:
     """A feature map ``[N, C, H, W]`` of a floating dtype, checked under torchvision's name."""
-    window_lib.check_numeric(name, input)
+    arguments.check_numeric(name, input)
     x = jnp.asarray(input)
     roi_lib.check_features(x, "NCX", name)
     return x
@@ -52,7 +53,7 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         if not boxes:
             raise ValueError(f"`boxes` must be {_BOXES}, got an empty {type(boxes).__name__}.")
         for i, b in enumerate(boxes):
-            window_lib.check_numeric(f"boxes[{i}]", b)
+            arguments.check_numeric(f"boxes[{i}]", b)
         arrays = [jnp.asarray(b) for b in boxes]
         for i, b in enumerate(arrays):
             if b.ndim != 2 or b.shape[1] != 4:
@@ -71,7 +72,7 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         return rois, positions, rows
     if isinstance(boxes, (str, bytes)) or not hasattr(boxes, "shape"):
         raise TypeError(f"`boxes` must be {_BOXES}, got {type(boxes).__name__}.")
-    window_lib.check_numeric("boxes", boxes)
+    arguments.check_numeric("boxes", boxes)
     rows = jnp.asarray(boxes)
     if rows.ndim != 2 or rows.shape[1] != 5:
         raise ValueError(f"`boxes` (shape {tuple(rows.shape)}) must be {_BOXES}.")
