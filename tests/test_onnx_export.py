@@ -27,6 +27,7 @@ from onnx.reference.op_run import OpRun  # noqa: E402
 
 import jaxpool  # noqa: E402
 import jaxpool.onnx  # noqa: E402
+import jaxpool.torch  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
@@ -402,6 +403,13 @@ def test_roi_pool():
     assert roundtrip(_both_layouts(pool), *_inputs((2, 3, 8, 9))).count("MaxRoiPool") == 2
 
 
+def test_torch_roi_pool():
+    """torchvision's roi_pool scans as MaxRoiPool does (a strict `>` from the lowest finite
+    value): ``jaxpool.torch.roi_pool`` exports as that node."""
+    pool = lambda x: jaxpool.torch.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9)  # noqa: E731
+    assert roundtrip(pool, _x((2, 3, 8, 9))).count("MaxRoiPool") == 1
+
+
 # Adaptive sampling (sampling_ratio=0) traces several programs: one case of it.
 ROI_ALIGN_CASES = [
     (0, "asymmetric", "NCX"),
@@ -523,6 +531,11 @@ REFUSALS = [
         lambda x, r, b: jaxpool.psroi_align(x, r, b, 2),
         (X, BOXES4, BATCH),
         r"psroi_align cannot be exported to ONNX: ONNX has no position-sensitive RoiAlign",
+    ),
+    (
+        lambda x, r: jaxpool.torch.ps_roi_align(x, r, 2),
+        (X, BOXES5),
+        r"psroi_align_any_empty_bin cannot be exported to ONNX: ONNX has no position-sensitive",
     ),
     (
         lambda x, r: jaxpool.deformable_psroi_pool(x, r, output_dim=1, group_size=2),

@@ -134,6 +134,7 @@ def psroi_align(
     )
 
 
+@exporting.exportable
 def psroi_align_any_empty_bin(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

@@ -280,6 +280,7 @@ def roi_pool(
     )
 
 
+@exporting.exportable
 def roi_pool_any_method(
     x: jax.typing.ArrayLike,
     rois: jax.typing.ArrayLike,

@@ -25,7 +25,7 @@ from jaxpool._src.interop.onnx_names import (
     ROI_ALIGN_TRANSFORMS,
 )
 from jaxpool._src.roi_align import roi_align, roi_align_any_mode
-from jaxpool._src.roi_pool import roi_pool
+from jaxpool._src.roi_pool import TORCHVISION_MAX, roi_pool, roi_pool_any_method
 
 
 def _pair(call: Call, name: str) -> list[int]:
@@ -54,7 +54,8 @@ def _roi_output(call: Call, g: Graph, y: ir.Value, compute: np.dtype) -> list[ir
 
 def _plan_roi_pool(call: Call) -> Emit:
     p = call.params
-    if p["method"] != "max":
+    # MaxRoiPool's scan is torchvision's: a strict `>` from the lowest finite value.
+    if p["method"] not in ("max", TORCHVISION_MAX):
         raise call.refuse(
             f"`method` (={p['method']!r}): MaxRoiPool pools boxes rounded to elements "
             "(method='max'), and no ONNX node samples bilinearly per bin"
@@ -172,9 +173,26 @@ ENTRIES = (
         _ROI_ALIGN_OPERANDS,
         listed=False,
     ),
+    Export(
+        "roi_pool_any_method",
+        "node",
+        "MaxRoiPool",
+        "",
+        _plan_roi_pool,
+        roi_pool_any_method,
+        ("x", "rois"),
+        listed=False,
+    ),
     refused("roi_align_rotated", "ONNX has no rotated RoiAlign"),
     refused("psroi_pool", "ONNX has no position-sensitive ROI pooling"),
     refused("psroi_align", "ONNX has no position-sensitive RoiAlign"),
+    Export(
+        "psroi_align_any_empty_bin",
+        "refused",
+        "",
+        "ONNX has no position-sensitive RoiAlign",
+        listed=False,
+    ),
     refused("deformable_psroi_pool", "ONNX has no deformable position-sensitive ROI pooling"),
     refused(
         "multilevel_roi_align",
