@@ -82,7 +82,9 @@ def _max_bins(
     edge_dtype = np.promote_types(xt.dtype, np.float32) if torchvision else np.float32
     lows, highs = _bin_edges(starts, ends, length, output_size, edge_dtype)
     bounds = [roi_lib.bin_bound(length[a], output_size[a]) for a in range(2)]
-    lowest = jnp.asarray(-np.finfo(np.float32).max, xt.dtype)
+    # torchvision's -FLT_MAX in the features' dtype: -inf in a 16-bit float.
+    with np.errstate(over="ignore"):
+        lowest = jnp.asarray(np.float32(-np.finfo(np.float32).max).astype(xt.dtype))
     fixed = jax.lax.stop_gradient(xt)
     width = length[1]
     unread = np.iinfo(np.int32).max
