@@ -28,6 +28,10 @@ import jaxpool.onnx
 import jaxpool.openvino
 import jaxpool.torch
 
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
+
 PLATFORMS = ("cpu", "cuda", "tpu")
 # Public callables that are no pooling function: they register or export, computing nothing.
 NOT_FUNCTIONS = {"torch.register_torchax", "onnx.export", "onnx.register_export"}

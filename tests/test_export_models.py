@@ -29,6 +29,8 @@ from jaxpool import nn as pnn  # noqa: E402
 ort.set_default_logger_severity(3)
 
 pytestmark = [
+    # Whole models through two runtimes.
+    pytest.mark.whole_program,
     # jax2onnx's plugin of nnx.Linear reads the parameters through `.value`.
     pytest.mark.filterwarnings("ignore:'.value' access is now deprecated:DeprecationWarning"),
     # The layers (and jax2onnx's versions of them) add their biases across ranks.

@@ -30,6 +30,10 @@ from jax.sharding import PartitionSpec as P
 
 from jaxpool._src import dispatch
 
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
+
 CHANNELS = 32
 IMAGES = 2
 BOXES = 6

@@ -24,6 +24,10 @@ from jax.sharding import PartitionSpec as P
 
 import jaxpool
 
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
+
 N, C, H, W = 8, 4, 8, 12
 KINDS = (
     "all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|collective-broadcast|"

@@ -18,6 +18,10 @@ from jax import export
 
 import jaxpool
 
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
+
 PLATFORMS = ("cpu", "cuda", "tpu")
 HEIGHT, WIDTH = 9, 11
 

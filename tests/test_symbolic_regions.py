@@ -10,10 +10,8 @@ run; its values, with a static number of images); NCX on the program each platfo
 CPU's here, the portable one lowered for the others) with the maps' first axis symbolic too
 (``"n, ..."``); NXC, whose programs are one, with a static number of images.  A symbolic
 dimension is at least 1, so no export is called with no boxes; the ops' own tests cover
-``R = 0``.
-
-Adaptive sampling (``sampling_ratio=0``) is rewritten elsewhere so that it takes a symbolic box
-count; its rows wait in :data:`regions.ADAPTIVE_ROWS` until :data:`ADAPTIVE_EXPORTS` is true.
+``R = 0``.  Adaptive sampling (``sampling_ratio=0``) has rows of its own
+(:data:`regions.ADAPTIVE_ROWS`).
 """
 
 from __future__ import annotations
@@ -30,8 +28,9 @@ import jaxpool
 from jaxpool import torch as tv
 from jaxpool._src import dispatch
 
-# Whether adaptive sampling exports with a symbolic box count (true once its rewrite lands).
-ADAPTIVE_EXPORTS = True
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
 
 PLATFORMS = ("cpu", "cuda", "tpu")
 CHANNELS = 8
@@ -46,13 +45,8 @@ PROGRAMS = (
     ("NXC", None, False, True),
 )
 
-_PENDING = pytest.mark.skip(
-    reason="adaptive sampling (sampling_ratio=0) with a symbolic box count waits for the "
-    "rewrite of roi.py's adaptive sampling; set ADAPTIVE_EXPORTS = True when it lands"
-)
 
-
-def _cases(rows, marks=()):
+def _cases(rows):
     return [
         pytest.param(
             row,
@@ -61,7 +55,6 @@ def _cases(rows, marks=()):
             images and row.symbolic_images,
             gradients,
             id=f"{row.name}-{fmt}-{program or 'platform'}",
-            marks=marks,
         )
         for row in rows
         for fmt, program, images, gradients in PROGRAMS
@@ -69,7 +62,7 @@ def _cases(rows, marks=()):
     ]
 
 
-CASES = _cases(regions.ROWS) + _cases(regions.ADAPTIVE_ROWS, () if ADAPTIVE_EXPORTS else _PENDING)
+CASES = _cases(regions.ROWS) + _cases(regions.ADAPTIVE_ROWS)
 
 
 def _program(row: regions.Row, data_format: str, gradients: bool):

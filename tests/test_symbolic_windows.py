@@ -33,6 +33,10 @@ from jaxpool._src import dispatch
 from jaxpool.nn import eqx as peqx
 from jaxpool.nn import linen as plinen
 
+# The serving tier: every op exported for three platforms or compiled per layout, program and
+# sharding (`-m serving`; CI runs it beside the op tests).
+pytestmark = pytest.mark.serving
+
 PLATFORMS = ("cpu", "cuda", "tpu")
 CHOICES = ("portable", "cpu", "default")
 LAYOUTS = ("NCX", "NXC")
