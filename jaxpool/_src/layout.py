@@ -9,7 +9,7 @@ pairs of half-width unsigned integers and back is stored row-major, and a transp
 it is a pass of its own, whose reads and writes XLA makes coalesced.  An optimization barrier
 between the two conversions keeps XLA from folding them (folded, they constrain nothing).  Both
 are StableHLO operations, which ``jax.export`` serializes for every platform and XLA's
-partitioner splits like an elementwise operation (``with_layout_constraint``, the other way to
+partitioner splits like an elementwise operation (JAX's layout constraint, the other way to
 ask for a layout, lowers to a custom call that ``jax.export`` refuses and the partitioner
 replicates).
 
