@@ -52,16 +52,17 @@ def _boxes(boxes: Any, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     if isinstance(boxes, (list, tuple)):
         if not boxes:
             raise ValueError(f"`boxes` must be {_BOXES}, got an empty {type(boxes).__name__}.")
-        for i, b in enumerate(boxes):
-            arguments.check_numeric(f"boxes[{i}]", b)
-        arrays = [jnp.asarray(b) for b in boxes]
-        for i, b in enumerate(arrays):
+        arrays = []
+        for i, given in enumerate(boxes):
+            arguments.check_numeric(f"boxes[{i}]", given)
+            b = jnp.asarray(given)
             if b.ndim != 2 or b.shape[1] != 4:
                 raise ValueError(
                     f"`boxes[{i}]` (shape {tuple(b.shape)}) must have shape [L, 4]: one row "
                     f"(x_1, y_1, x_2, y_2) per box of image {i}."
                 )
             _floating(b, f"boxes[{i}]")
+            arrays.append(b)
         dtype = jnp.result_type(*arrays)
         rois = jnp.concatenate([b.astype(dtype) for b in arrays])
         # Built from each array's length as a shape, so that a length may be symbolic.
