@@ -285,9 +285,11 @@ class TestSpecialValues:
                 y = jaxpool.avg_pool(x, **config, exclude_pad=exclude_pad)
                 expected = reference.avg_pool(x, **config, exclude_pad=exclude_pad)
                 np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-6)  # NaN where NaN
-                grad = jax.grad(
-                    lambda x, c=config, e=exclude_pad: jnp.sum(
-                        jaxpool.avg_pool(x, **c, exclude_pad=e)
+                grad = jax.jit(
+                    jax.grad(
+                        lambda x, c=config, e=exclude_pad: jaxpool.avg_pool(
+                            x, **c, exclude_pad=e
+                        ).sum()
                     )
                 )
                 g = grad(x)
