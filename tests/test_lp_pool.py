@@ -25,12 +25,6 @@ from onnx import TensorProto, helper
 import jaxpool
 
 ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape differs from onnx's
-_AUTO_PADS = {
-    "NOTSET": "explicit",
-    "VALID": "valid",
-    "SAME_UPPER": "same_upper",
-    "SAME_LOWER": "same_lower",
-}
 
 
 def _onnxruntime(op: str, x: np.ndarray, opset: int, **attrs) -> np.ndarray:
@@ -69,49 +63,6 @@ def _lp_reference(x, kernel, strides, dilations, pads_begin, out_spatial, p):
     return y
 
 
-def _random_config(rng: np.random.Generator) -> tuple[dict, dict, tuple[int, ...]]:
-    """ONNX attributes, the matching jaxpool keyword arguments, and an NCX input shape.
-
-    ONNX Runtime refuses pads as large as the kernel.  With ``SAME_*`` it computes the pads
-    from the undilated kernel and lets them go negative, unlike the specification's formula
-    (and OpenVINO's, jaxpool's): those configurations are left out.
-    """
-    while True:
-        nd = int(rng.integers(1, 4))
-        kernel = [int(v) for v in rng.integers(1, 4, nd)]
-        strides = [int(v) for v in rng.integers(1, 4, nd)]
-        dilations = [int(v) for v in rng.integers(1, 3, nd)]
-        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-        in_spatial = [int(rng.integers(s, s + 5)) for s in span]
-        auto_pad = str(rng.choice(list(_AUTO_PADS), p=[0.55, 0.15, 0.15, 0.15]))
-        ceil_mode = int(rng.integers(0, 2))
-        pads_begin = [int(rng.integers(0, k)) for k in kernel]
-        pads_end = [int(rng.integers(0, k)) for k in kernel]
-        if auto_pad.startswith("SAME"):
-            dilations = [1] * nd
-            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
-                continue
-        attrs = dict(
-            kernel_shape=kernel,
-            strides=strides,
-            dilations=dilations,
-            ceil_mode=ceil_mode,
-            auto_pad=auto_pad,
-        )
-        kwargs = dict(
-            kernel=kernel,
-            strides=strides,
-            dilations=dilations,
-            rounding_type="ceil_torch" if ceil_mode else "floor",
-            auto_pad=_AUTO_PADS[auto_pad],
-        )
-        if auto_pad == "NOTSET":
-            attrs["pads"] = pads_begin + pads_end
-            kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
-        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
-        return attrs, kwargs, (batch, channels, *in_spatial)
-
-
 CHUNKS = 4
 PER_CHUNK = 14  # 4 chunks x 14 configurations x 2 programs, per op
 
@@ -122,7 +73,7 @@ def _chunk(seed, chunk):
     rng = np.random.default_rng([seed, chunk])
     rows = []
     for i in range(PER_CHUNK):
-        attrs, kwargs, shape = _random_config(rng)
+        attrs, kwargs, shape = cases.onnx_window(rng)
         p = int(rng.integers(1, 4))
         x = rng.standard_normal(shape).astype(np.float32)
         rows.append((attrs, kwargs, x, p, ("NCX", "NXC")[i % 2]))
@@ -134,7 +85,7 @@ def test_random_configurations_cover_every_mode(seed):
     rows = [row for chunk in range(CHUNKS) for row in _chunk(seed, chunk)]
     assert {row[2].ndim for row in rows} == {3, 4, 5}
     assert {(a["auto_pad"], a["ceil_mode"]) for a, *_ in rows} == {
-        (p, c) for p in _AUTO_PADS for c in (0, 1)
+        (p, c) for p in cases.ONNX_AUTO_PADS for c in (0, 1)
     }
     assert any(max(a["dilations"]) > 1 and a["auto_pad"] == "NOTSET" for a, *_ in rows)
 
