@@ -339,6 +339,61 @@ def form_config(form, data_format):
 
 
 # --------------------------------------------------------------------------------------------
+# Random ONNX sliding windows that ONNX Runtime runs as specified.
+# --------------------------------------------------------------------------------------------
+
+ONNX_AUTO_PADS = {
+    "NOTSET": "explicit",
+    "VALID": "valid",
+    "SAME_UPPER": "same_upper",
+    "SAME_LOWER": "same_lower",
+}
+
+
+def onnx_window(rng):
+    """ONNX attributes, the matching jaxpool keyword arguments, and an NCX input shape.
+
+    ONNX Runtime refuses pads as large as the kernel.  With ``SAME_*`` it computes the pads
+    from the undilated kernel and lets them go negative, unlike the specification's formula
+    (and OpenVINO's, jaxpool's): those configurations are left out.
+    """
+    while True:
+        nd = int(rng.integers(1, 4))
+        kernel = [int(v) for v in rng.integers(1, 4, nd)]
+        strides = [int(v) for v in rng.integers(1, 4, nd)]
+        dilations = [int(v) for v in rng.integers(1, 3, nd)]
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        in_spatial = [int(rng.integers(s, s + 5)) for s in span]
+        auto_pad = str(rng.choice(list(ONNX_AUTO_PADS), p=[0.55, 0.15, 0.15, 0.15]))
+        ceil_mode = int(rng.integers(0, 2))
+        pads_begin = [int(rng.integers(0, k)) for k in kernel]
+        pads_end = [int(rng.integers(0, k)) for k in kernel]
+        if auto_pad.startswith("SAME"):
+            dilations = [1] * nd
+            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
+                continue
+        attrs = dict(
+            kernel_shape=kernel,
+            strides=strides,
+            dilations=dilations,
+            ceil_mode=ceil_mode,
+            auto_pad=auto_pad,
+        )
+        kwargs = dict(
+            kernel=kernel,
+            strides=strides,
+            dilations=dilations,
+            rounding_type="ceil_torch" if ceil_mode else "floor",
+            auto_pad=ONNX_AUTO_PADS[auto_pad],
+        )
+        if auto_pad == "NOTSET":
+            attrs["pads"] = pads_begin + pads_end
+            kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
+        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
+        return attrs, kwargs, (batch, channels, *in_spatial)
+
+
+# --------------------------------------------------------------------------------------------
 # Regions of interest.
 # --------------------------------------------------------------------------------------------
 

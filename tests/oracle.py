@@ -42,39 +42,32 @@ def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
 
 def _per_axis(value, nd, default):
     if value is None:
-        return [default] * nd
+        return (default,) * nd
     if isinstance(value, int):
-        return [value] * nd
-    return list(value)
+        return (value,) * nd
+    return tuple(value)
 
 
-def _max_pool_node(
-    param,
-    *,
-    opset,
-    kernel,
-    strides,
-    pads_begin,
-    pads_end,
-    dilations,
-    rounding_type,
-    auto_pad,
-    index_element_type,
-    axis,
-):
-    args = dict(
-        strides=list(strides),
-        pads_begin=list(pads_begin),
-        pads_end=list(pads_end),
-        kernel_shape=list(kernel),
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
+def _window(x, kernel, strides, pads_begin, pads_end, dilations=None, **attrs):
+    """The runtime's attributes of a window over NCX ``x`` (``strides`` defaults to ``kernel``,
+    the pads to 0, ``dilations`` to 1 where given)."""
+    nd = x.ndim - 2
+    kernel = _per_axis(kernel, nd, None)
+    window = dict(
+        kernel_shape=kernel,
+        strides=kernel if strides is None else _per_axis(strides, nd, None),
+        pads_begin=_per_axis(pads_begin, nd, 0),
+        pads_end=_per_axis(pads_end, nd, 0),
+        **attrs,
     )
-    if opset == 1:
-        return opset1.max_pool(param, **args)
-    return _OPSETS[opset].max_pool(
-        param, dilations=list(dilations), index_element_type=index_element_type, axis=axis, **args
-    )
+    if dilations is not None:
+        window["dilations"] = _per_axis(dilations, nd, 1)
+    return window
+
+
+def _pool_node(param, *, op, opset, **attrs):
+    attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
+    return getattr(_OPSETS[opset], op)(param, **attrs)
 
 
 def max_pool(
@@ -92,48 +85,17 @@ def max_pool(
     axis=0,
 ):
     """OpenVINO MaxPool-``opset`` on NCX ``x``: ``(y, indices)`` (``(y,)`` for opset 1)."""
-    nd = x.ndim - 2
-    kernel = _per_axis(kernel, nd, None)
+    extra = {} if opset == 1 else dict(index_element_type=index_element_type, axis=axis)
+    dilations = None if opset == 1 else (1 if dilations is None else dilations)
+    window = _window(x, kernel, strides, pads_begin, pads_end, dilations, **extra)
     return _run(
-        _max_pool_node,
+        _pool_node,
         np.ascontiguousarray(x),
+        op="max_pool",
         opset=opset,
-        kernel=tuple(kernel),
-        strides=tuple(_per_axis(strides, nd, None) if strides is not None else kernel),
-        pads_begin=tuple(_per_axis(pads_begin, nd, 0)),
-        pads_end=tuple(_per_axis(pads_end, nd, 0)),
-        dilations=tuple(_per_axis(dilations, nd, 1)),
         rounding_type=rounding_type,
         auto_pad=auto_pad,
-        index_element_type=index_element_type,
-        axis=axis,
-    )
-
-
-def _avg_pool_node(
-    param,
-    *,
-    opset,
-    kernel,
-    strides,
-    pads_begin,
-    pads_end,
-    exclude_pad,
-    rounding_type,
-    auto_pad,
-    dilations=None,
-):
-    extra = {} if dilations is None else {"dilations": list(dilations)}
-    return _OPSETS[opset].avg_pool(
-        param,
-        strides=list(strides),
-        pads_begin=list(pads_begin),
-        pads_end=list(pads_end),
-        kernel_shape=list(kernel),
-        exclude_pad=exclude_pad,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        **extra,
+        **window,
     )
 
 
@@ -151,21 +113,16 @@ def avg_pool(
     opset=14,
 ):
     """OpenVINO AvgPool-``opset`` (1, 14 or 16: ``dilations`` needs 16) on NCX ``x``."""
-    nd = x.ndim - 2
-    kernel = _per_axis(kernel, nd, None)
-    extra = {} if dilations is None else {"dilations": tuple(_per_axis(dilations, nd, 1))}
+    window = _window(x, kernel, strides, pads_begin, pads_end, dilations)
     return _run(
-        _avg_pool_node,
+        _pool_node,
         np.ascontiguousarray(x),
+        op="avg_pool",
         opset=opset,
-        kernel=tuple(kernel),
-        strides=tuple(_per_axis(strides, nd, None) if strides is not None else kernel),
-        pads_begin=tuple(_per_axis(pads_begin, nd, 0)),
-        pads_end=tuple(_per_axis(pads_end, nd, 0)),
         exclude_pad=bool(exclude_pad),
         rounding_type=rounding_type,
         auto_pad=auto_pad,
-        **extra,
+        **window,
     )[0]
 
 

@@ -27,11 +27,24 @@ torch.set_num_threads(1)
 # --------------------------------------------------------------------------------------------
 
 
+SEEDS = range(100, 148)
+
+
+def test_random_configurations_cover_every_dtype_and_layout():
+    configs = [cases.adaptive_config(seed) for seed in SEEDS]
+    assert {c["dtype"] for c in configs} == set(cases.ADAPTIVE_DTYPES)
+    assert {len(c["shape"]) for c in configs} == {3, 4, 5}
+    assert {(c["data_format"], c["ties"]) for c in configs} == {
+        (f, t) for f in ("NCX", "NXC") for t in (False, True)
+    }
+    assert any(set(cases.runtime_size(c)) == {1} for c in configs if c["dtype"] == "int8")
+
+
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
     """The runtime's averages and special values, on both programs."""
 
-    @pytest.mark.parametrize("seed", range(100, 200))
+    @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
         cfg = cases.adaptive_config(seed)
         x = cases.adaptive_sample(
@@ -68,9 +81,9 @@ class TestRuntime:
             np.testing.assert_allclose(y, oracle.adaptive_avg_pool(x, size), rtol=2e-6, atol=1e-6)
         # The map is linear: check <f(v), w> = <v, grad> for a random v and w.
         w = rng.standard_normal(y.shape).astype(np.float32)
-        grad = jax.grad(lambda a: jnp.sum(jaxpool.adaptive_avg_pool(a, cfg["output_size"]) * w))(
-            jnp.asarray(x)
-        )
+        grad = jax.jit(
+            jax.grad(lambda a: jnp.sum(jaxpool.adaptive_avg_pool(a, cfg["output_size"]) * w))
+        )(x)
         v = rng.standard_normal(x.shape).astype(np.float32)
         lhs = float(np.sum(oracle.adaptive_avg_pool(v, size) * w))
         assert abs(lhs - float(np.sum(v * np.asarray(grad)))) < 1e-4 * (1 + abs(lhs))
@@ -117,10 +130,9 @@ class TestRuntime:
             atol=1e-6,
         )
 
-    @pytest.mark.parametrize("seed", range(2))
-    def test_specials(self, seed):
+    def test_specials(self):
         """NaN and infinities against tests/reference.py (NaN where NaN)."""
-        x = cases.special(seed)
+        x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch axis
         for size in [(4, 4), (3, 5), (6, 2)]:
             np.testing.assert_allclose(
                 np.asarray(jaxpool.adaptive_avg_pool(x, size)),
@@ -160,7 +172,10 @@ class TestPyTorchAndGradients:
         rng = np.random.default_rng(0)
         x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0
         check_grads(
-            lambda v: jaxpool.adaptive_avg_pool(v, (7, 1)), (x,), order=2, modes=("fwd", "rev")
+            jax.jit(lambda v: jaxpool.adaptive_avg_pool(v, (7, 1))),
+            (x,),
+            order=2,
+            modes=("fwd", "rev"),
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,15 +23,8 @@ from jax.test_util import check_grads
 from onnx import TensorProto, helper
 
 import jaxpool
-from jaxpool._src import dispatch
 
 ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape differs from onnx's
-_AUTO_PADS = {
-    "NOTSET": "explicit",
-    "VALID": "valid",
-    "SAME_UPPER": "same_upper",
-    "SAME_LOWER": "same_lower",
-}
 
 
 def _onnxruntime(op: str, x: np.ndarray, opset: int, **attrs) -> np.ndarray:
@@ -69,115 +63,63 @@ def _lp_reference(x, kernel, strides, dilations, pads_begin, out_spatial, p):
     return y
 
 
-def _random_config(rng: np.random.Generator) -> tuple[dict, dict, tuple[int, ...]]:
-    """ONNX attributes, the matching jaxpool keyword arguments, and an NCX input shape.
-
-    ONNX Runtime refuses pads as large as the kernel.  With ``SAME_*`` it computes the pads
-    from the undilated kernel and lets them go negative, unlike the specification's formula
-    (and OpenVINO's, jaxpool's): those configurations are left out.
-    """
-    while True:
-        nd = int(rng.integers(1, 4))
-        kernel = [int(v) for v in rng.integers(1, 4, nd)]
-        strides = [int(v) for v in rng.integers(1, 4, nd)]
-        dilations = [int(v) for v in rng.integers(1, 3, nd)]
-        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-        in_spatial = [int(rng.integers(s, s + 5)) for s in span]
-        auto_pad = str(rng.choice(list(_AUTO_PADS), p=[0.55, 0.15, 0.15, 0.15]))
-        ceil_mode = int(rng.integers(0, 2))
-        pads_begin = [int(rng.integers(0, k)) for k in kernel]
-        pads_end = [int(rng.integers(0, k)) for k in kernel]
-        if auto_pad.startswith("SAME"):
-            dilations = [1] * nd
-            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
-                continue
-        attrs = dict(
-            kernel_shape=kernel,
-            strides=strides,
-            dilations=dilations,
-            ceil_mode=ceil_mode,
-            auto_pad=auto_pad,
-        )
-        kwargs = dict(
-            kernel=kernel,
-            strides=strides,
-            dilations=dilations,
-            rounding_type="ceil_torch" if ceil_mode else "floor",
-            auto_pad=_AUTO_PADS[auto_pad],
-        )
-        if auto_pad == "NOTSET":
-            attrs["pads"] = pads_begin + pads_end
-            kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
-        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
-        return attrs, kwargs, (batch, channels, *in_spatial)
-
-
-def _to_layout(x: np.ndarray, data_format: str) -> np.ndarray:
-    return x if data_format == "NCX" else np.moveaxis(x, 1, -1)
-
-
-def _from_layout(y, data_format: str) -> np.ndarray:
-    y = np.asarray(y)
-    return y if data_format == "NCX" else np.moveaxis(y, -1, 1)
-
-
 CHUNKS = 4
-PER_CHUNK = 20  # 4 chunks x 20 configurations x 2 programs, per op
+PER_CHUNK = 14  # 4 chunks x 14 configurations x 2 programs, per op
+
+
+def _chunk(seed, chunk):
+    """``(attrs, kwargs, x, p, data_format)``: random configurations, inputs, a ``p`` for
+    LpPool, and the layouts by turns."""
+    rng = np.random.default_rng([seed, chunk])
+    rows = []
+    for i in range(PER_CHUNK):
+        attrs, kwargs, shape = cases.onnx_window(rng)
+        p = int(rng.integers(1, 4))
+        x = rng.standard_normal(shape).astype(np.float32)
+        rows.append((attrs, kwargs, x, p, ("NCX", "NXC")[i % 2]))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [19, 20])
+def test_random_configurations_cover_every_mode(seed):
+    rows = [row for chunk in range(CHUNKS) for row in _chunk(seed, chunk)]
+    assert {row[2].ndim for row in rows} == {3, 4, 5}
+    assert {(a["auto_pad"], a["ceil_mode"]) for a, *_ in rows} == {
+        (p, c) for p in cases.ONNX_AUTO_PADS for c in (0, 1)
+    }
+    assert any(max(a["dilations"]) > 1 and a["auto_pad"] == "NOTSET" for a, *_ in rows)
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_lp_pool_matches_onnxruntime(chunk, program):
-    rng = np.random.default_rng([20, chunk])
-    for i in range(PER_CHUNK):
-        attrs, kwargs, shape = _random_config(rng)
-        p = int(rng.integers(1, 4))
-        x = rng.standard_normal(shape).astype(np.float32)
+    for attrs, kwargs, x, p, data_format in _chunk(20, chunk):
         expected = _onnxruntime("LpPool", x, 18, p=p, **attrs)
-        data_format = ("NCX", "NXC")[i % 2]
-        y = jaxpool.lp_pool(_to_layout(x, data_format), p=p, data_format=data_format, **kwargs)
+        y = jaxpool.lp_pool(cases.to_layout(x, data_format), p=p, data_format=data_format, **kwargs)
         np.testing.assert_allclose(
-            _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-5, err_msg=f"{attrs} p={p}"
+            cases.from_layout(y, data_format), expected, rtol=2e-5, atol=1e-5, err_msg=f"{attrs}"
         )
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_dilated_avg_pool_matches_onnxruntime(chunk, program):
-    rng = np.random.default_rng([19, chunk])
-    for i in range(PER_CHUNK):
-        attrs, kwargs, shape = _random_config(rng)
-        x = rng.standard_normal(shape).astype(np.float32)
-        data_format = ("NCX", "NXC")[i % 2]
-        y = jaxpool.avg_pool(
-            _to_layout(x, data_format), exclude_pad=True, data_format=data_format, **kwargs
-        )
-        expected = _onnxruntime("AveragePool", x, 19, count_include_pad=0, **attrs)
-        np.testing.assert_allclose(
-            _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-6, err_msg=str(attrs)
-        )
-        # count_include_pad=1: ONNX counts the taps inside the padded input, OpenVINO the whole
-        # kernel once any pad is non-zero; they agree where no window reaches past pads_end.
-        window_ends = [
-            (n - 1) * s + (k - 1) * d + 1
-            for n, s, k, d in zip(
-                y.shape[2:] if data_format == "NCX" else y.shape[1:-1],
-                kwargs["strides"],
-                kwargs["kernel"],
-                kwargs["dilations"],
-            )
-        ]
-        pads = attrs.get("pads", [0] * (2 * len(window_ends)))
-        padded = [
-            n + pb + pe
-            for n, pb, pe in zip(shape[2:], pads[: len(shape) - 2], pads[len(shape) - 2 :])
-        ]
-        if attrs["auto_pad"] == "NOTSET" and all(e <= n for e, n in zip(window_ends, padded)):
+    """count_include_pad=0, and =1 where no window reaches past pads_end: ONNX counts the taps
+    inside the padded input, OpenVINO the whole kernel once any pad is non-zero."""
+    for attrs, kwargs, x, _, fmt in _chunk(19, chunk):
+        pads = np.reshape(attrs.get("pads", [0] * 2 * (x.ndim - 2)), (2, -1))
+        for include_pad in (0, 1):
             y = jaxpool.avg_pool(
-                _to_layout(x, data_format), exclude_pad=False, data_format=data_format, **kwargs
+                cases.to_layout(x, fmt), exclude_pad=not include_pad, data_format=fmt, **kwargs
             )
-            expected = _onnxruntime("AveragePool", x, 19, count_include_pad=1, **attrs)
-            np.testing.assert_allclose(
-                _from_layout(y, data_format), expected, rtol=2e-5, atol=1e-6, err_msg=str(attrs)
+            expected = _onnxruntime("AveragePool", x, 19, count_include_pad=include_pad, **attrs)
+            y = cases.from_layout(y, fmt)
+            np.testing.assert_allclose(y, expected, rtol=2e-5, atol=1e-6, err_msg=str(attrs))
+            ends = (
+                (np.asarray(y.shape[2:]) - 1) * kwargs["strides"]
+                + (np.asarray(kwargs["kernel"]) - 1) * kwargs["dilations"]
+                + 1
             )
+            if attrs["auto_pad"] != "NOTSET" or np.any(ends > x.shape[2:] + pads.sum(0)):
+                break  # count_include_pad=1 differs here
 
 
 @pytest.mark.parametrize("p", [0.5, 1.5, 2.5, 4])
@@ -295,14 +237,9 @@ def test_dilated_avg_pool_gradients(program):
         def f(x):
             return jaxpool.avg_pool(x, (2, 2), (2, 1), 1, 1, dilations=(2, 3), exclude_pad=True)
 
-        check_grads(f, (x,), order=1, modes=("fwd", "rev"))
+        check_grads(jax.jit(f), (x,), order=1, modes=("fwd", "rev"))
 
 
 def test_integer_input_is_refused():
     with pytest.raises(TypeError, match="`x` must have a floating dtype, got int32"):
         jaxpool.lp_pool(jnp.ones((1, 1, 4), jnp.int32), 2)
-
-
-def test_both_programs_are_used():
-    """``lp_pool``'s window sums go through the dispatch table, as ``avg_pool``'s do."""
-    assert "lp_pool" in dispatch.CPU_PROGRAMS

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import warnings
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -119,38 +120,6 @@ def _onnxruntime(node, inputs, opset=22):
     return session.run(None, dict(zip(names, inputs)))
 
 
-def _random_attributes(rng):
-    """Sliding-window attributes and an NCX input shape that ONNX Runtime runs as specified.
-
-    ONNX Runtime refuses pads as large as the kernel, and with ``SAME_*`` it pads the undilated
-    kernel and lets the pads go negative (the specification pads the dilated kernel, never
-    below 0): those configurations are left out.
-    """
-    while True:
-        nd = int(rng.integers(1, 4))
-        kernel = [int(v) for v in rng.integers(1, 4, nd)]
-        strides = [int(v) for v in rng.integers(1, 4, nd)]
-        dilations = [int(v) for v in rng.integers(1, 3, nd)]
-        in_spatial = [
-            int(rng.integers((k - 1) * d + 1, (k - 1) * d + 6)) for k, d in zip(kernel, dilations)
-        ]
-        auto_pad = str(
-            rng.choice(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"], p=[0.55, 0.15, 0.15, 0.15])
-        )
-        attrs = dict(kernel_shape=kernel, strides=strides, ceil_mode=int(rng.integers(0, 2)))
-        if auto_pad.startswith("SAME"):
-            if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
-                continue
-        else:
-            attrs["dilations"] = dilations
-        if auto_pad == "NOTSET":
-            attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
-        else:
-            attrs["auto_pad"] = auto_pad
-        batch, channels = (int(v) for v in rng.integers(1, 3, 2))
-        return attrs, (batch, channels, *in_spatial)
-
-
 def _check(node, inputs, rtol=2e-5, atol=1e-5, index_element_type=None, opset=22):
     expected = _onnxruntime(node, inputs, opset)
     actual = jaxpool.onnx.node(node, index_element_type=index_element_type, opset=opset)(*inputs)
@@ -169,7 +138,7 @@ CONFIGS = 30
 def test_sliding_nodes_match_onnxruntime(op_type, x64):
     rng = np.random.default_rng(["MaxPool", "AveragePool", "LpPool"].index(op_type))
     for i in range(CONFIGS):
-        attrs, shape = _random_attributes(rng)
+        attrs, _, shape = cases.onnx_window(rng)
         # Ties are resolved alike, but random floats keep the indices unambiguous.
         x = rng.standard_normal(shape).astype(np.float32)
         outputs = ["y"]

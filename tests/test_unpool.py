@@ -111,7 +111,7 @@ def test_grads(x64):
     x = np.random.default_rng(0).standard_normal((1, 2, 6, 5))
     y, i = jaxpool.max_pool(x, 2, 1, return_indices=True, axis=2)
     check_grads(
-        lambda v: jaxpool.max_unpool(v, i, x.shape, axis=2),
+        jax.jit(lambda v: jaxpool.max_unpool(v, i, x.shape, axis=2)),
         (np.asarray(y),),
         order=2,
         modes=("fwd", "rev"),
@@ -290,6 +290,7 @@ SYMBOLIC = [
 ]
 
 
+@pytest.mark.serving
 @pytest.mark.parametrize("fmt,axis,combine,window", SYMBOLIC)
 def test_exports_with_a_symbolic_batch(fmt, axis, combine, window):
     """Exported for cpu, cuda and tpu with the batch symbolic (``output_shape`` holds it),
