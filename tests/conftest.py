@@ -33,6 +33,36 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cases-per-test",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the first N cases of each test (of each program's, where it has one): every "
+        "rule still runs, on fewer of its cases (0, the default: every case)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """``--cases-per-test N``: the first N parametrized cases of each test function and
+    program, in the order of collection (the same on every xdist worker)."""
+    keep = config.getoption("cases_per_test")
+    if not keep:
+        return
+    seen: dict[tuple[str, object], int] = {}
+    selected, deselected = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        key = (item.nodeid.split("[")[0], params.get("program", params.get("class_program")))
+        seen[key] = seen.get(key, 0) + 1
+        (selected if seen[key] <= keep else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+
+
 @pytest.fixture(params=dispatch.PROGRAMS)
 def program(request):
     """Every op runs its ``"portable"`` program, then its ``"cpu"`` program, in the test."""

@@ -328,7 +328,7 @@ class TestPyTorchAndGradients:
 
 def test_huge_input_without_indices():
     """Checked abstractly (2**32 elements, 16 GiB); with int32 plane indices the 2**32
-    elements of one plane overflow (see test_errors.py)."""
+    elements of one plane overflow (see test_errors_adaptive.py)."""
     huge = jax.ShapeDtypeStruct((2**12, 2**10, 2**5, 2**5), jnp.float32)
     y = jax.eval_shape(lambda x: jaxpool.adaptive_max_pool(x, 2), huge)
     assert y.shape == (2**12, 2**10, 2, 2)

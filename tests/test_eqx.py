@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import pathlib
 
 import equinox as eqx
@@ -82,6 +83,70 @@ def test_vmap_of_the_module_is_the_function(module, function):
     got_jit = eqx.filter_jit(_batched)(module, X)
     jax.tree.map(np.testing.assert_array_equal, got_jit, expected)
     assert not jax.tree.leaves(eqx.filter(module, eqx.is_array))  # configuration is static
+
+
+K = inspect.Parameter.KEYWORD_ONLY
+
+# module: (its function, the arrays the module is called on, the options it keeps; None: all)
+MODULES = {
+    "MaxPool": (jaxpool.max_pool, 1, None),
+    "MinPool": (jaxpool.min_pool, 1, None),
+    "AvgPool": (jaxpool.avg_pool, 1, None),
+    "LpPool": (jaxpool.lp_pool, 1, None),
+    "AdaptiveMaxPool": (jaxpool.adaptive_max_pool, 1, None),
+    "AdaptiveAvgPool": (jaxpool.adaptive_avg_pool, 1, None),
+    "MaxUnpool": (jaxpool.max_unpool, 3, ("combine",)),
+}
+
+
+def _described(parameters):
+    return [(p.name, p.kind, p.default) for p in parameters]
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_modules_take_the_functions_options(name):
+    """A keyword-only `num_spatial_dims` ahead of the function's keyword-only options, and
+    neither `data_format` nor `axis` (NCX, indices in each channel's plane)."""
+    function, arrays, keep = MODULES[name]
+    options = [
+        p
+        for p in list(inspect.signature(function).parameters.values())[arrays:]
+        if p.name not in ("data_format", "axis") and (keep is None or p.name in keep)
+    ]
+    first = next((i for i, p in enumerate(options) if p.kind == K), len(options))
+    want = _described(options)
+    want.insert(first, ("num_spatial_dims", K, inspect.Parameter.empty))
+    assert _described(inspect.signature(getattr(peqx, name)).parameters.values()) == want
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: peqx.MaxPool(num_spatial_dims=2), r"missing 1 required positional.*'kernel'"),
+        (lambda: peqx.AvgPool(2, 1, 0, 0, 1, num_spatial_dims=1), r"takes from 2 to 5 posi"),
+        (lambda: peqx.LpPool(2, num_spatial_dims=1, q=2), r"unexpected keyword argument 'q'"),
+        (lambda: peqx.MaxUnpool(num_spatial_dims=1, kernel=2), r"argument 'kernel'"),
+        (lambda: peqx.AdaptiveAvgPool(2), r"keyword-only argument: 'num_spatial_dims'"),
+    ],
+)
+def test_constructor_errors_name_the_argument(build, match):
+    with pytest.raises(TypeError, match=match):
+        build()
+
+
+def test_window_is_normalised_at_construction():
+    """Equal windows give equal, hashable modules, so `eqx.filter_jit` does not retrace."""
+    pool = peqx.MaxPool([2, 2], 1, [0, 1], 1, num_spatial_dims=2, dilations=(1, 2))
+    assert (pool.kernel, pool.strides, pool.pads_begin, pool.pads_end) == (
+        (2, 2),
+        (1, 1),
+        (0, 1),
+        (1, 1),
+    )
+    assert pool.dilations == (1, 2) and pool.rounding_type == "floor"
+    twin = peqx.MaxPool((2, 2), (1, 1), (0, 1), (1, 1), num_spatial_dims=2, dilations=[1, 2])
+    assert hash(pool) == hash(twin) and eqx.tree_equal(pool, twin)
+    assert peqx.AdaptiveMaxPool([3, None], num_spatial_dims=2).output_size == (3, None)
 
 
 def test_max_unpool_consumes_the_modules_indices():

@@ -265,3 +265,27 @@ def test_key_draws_samples_as_pytorch_reads_them(nd):
     np.testing.assert_array_equal(np.asarray(unbatched), expected_1.numpy())
     under_jit = jax.jit(lambda a, k: fn(a, 2, out, key=k))(x, key)
     np.testing.assert_array_equal(np.asarray(under_jit), np.asarray(y))
+
+
+@pytest.mark.parametrize("lead", [(), (2, 3)], ids=["no batch axis", "two batch axes"])
+def test_batch_axes_are_the_merged_batch(lead):
+    """In NXC with a tuple kernel, no batch axis or several: PyTorch's op on the input with
+    its batch axes merged into one (channels first), values and indices."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((*lead, 9, 10, 4)).astype(np.float32)
+    samples = rng.uniform(size=(*lead, 4, 2)).astype(np.float32)
+    y, i = jaxpool.fractional_max_pool(
+        x, (2, 3), (4, 5), samples, data_format="NXC", return_indices=True
+    )
+    merged = torch.tensor(np.moveaxis(x.reshape(-1, 9, 10, 4), -1, 1))
+    expected, expected_i = F.fractional_max_pool2d(
+        merged,
+        (2, 3),
+        output_size=(4, 5),
+        return_indices=True,
+        _random_samples=torch.tensor(samples.reshape(-1, 4, 2)[..., ::-1].copy()),  # (w, h)
+    )
+    assert y.shape == i.shape == (*lead, 4, 5, 4)
+    for got, want in ((y, expected), (i, expected_i)):
+        got = np.moveaxis(np.asarray(got), -1, -3).reshape(want.shape)
+        np.testing.assert_array_equal(got, want.numpy())

@@ -637,7 +637,7 @@ HUGE = jax.ShapeDtypeStruct((2**12, 2**10, 2**5, 2**5), jnp.float32)  # 2**32 el
 
 @pytest.mark.parametrize("axis", [1, 2, 3, -1])
 def test_int32_indices_within_a_plane_fit(axis):
-    """Indices over the whole tensor overflow int32 (see test_errors.py); within a plane they
+    """Indices over the whole tensor overflow int32 (test_errors_windows.py); within a plane they
     fit, checked abstractly."""
     y, i = jax.eval_shape(lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=axis), HUGE)
     assert y.shape == i.shape == (2**12, 2**10, 16, 16)

@@ -140,6 +140,29 @@ def test_max_unpool_modules(axis):
     np.testing.assert_allclose(np.sort(np.asarray(want)[want != 0]), np.sort(np.ravel(y)))
 
 
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: pnn.MaxPool(), r"MaxPool.__init__\(\) missing 1 required positional.*'kernel'"),
+        (lambda: pnn.AvgPool(2, 1, 0, 0, True), r"takes from 2 to 5 positional arguments"),
+        (lambda: pnn.MaxUnpool(), r"missing 1 required keyword-only argument: 'axis'"),
+        (lambda: pnn.AdaptiveMaxPool(2, axis=2), r"unexpected keyword argument 'axis'"),
+        (lambda: pnn.linen.LpPool(2, q=3), r"unexpected keyword argument 'q'"),
+        (lambda: pnn.linen.MaxUnpool(), r"missing 1 required positional argument: 'axis'"),
+    ],
+)
+def test_constructor_errors_name_the_argument(build, match):
+    with pytest.raises(TypeError, match=match):
+        build()
+
+
+def test_nnx_attributes_are_hashable():
+    """Lists become tuples, so that a module is a static argument of `nnx.jit`."""
+    pool = pnn.MaxPool([2, 2], [1, 1], dilations=[1, 2])
+    assert (pool.kernel, pool.strides, pool.dilations) == ((2, 2), (1, 1), (1, 2))
+    assert pnn.AdaptiveAvgPool([3, None]).output_size == (3, None)
+
+
 def test_channels_first_modules():
     x = np.moveaxis(X, -1, 1)
     np.testing.assert_array_equal(pnn.AvgPool(2, data_format="NCX")(x), jaxpool.avg_pool(x, 2))

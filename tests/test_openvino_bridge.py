@@ -6,7 +6,7 @@ must be equal.  Averages must equal the direct jaxpool call bit for bit and the 
 float32 rounding (the two sum in different orders).  Where jaxpool's documented numeric
 policy differs from the CPU runtime on purpose (a max window with no input element, an
 `exclude_pad` window with nothing to count), the comparison applies that documented rule.
-(Bad layers and bad calls: test_errors.py.)
+(Bad layers and bad calls: test_errors_openvino.py.)
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_grads(x64):
 
 def test_huge_output_with_x64():
     """An output of 2**32 elements is addressable with 64-bit integers only (without them it
-    is an error: see test_errors.py); checked abstractly."""
+    is an error: see test_errors_unpool.py); checked abstractly."""
     y = jax.ShapeDtypeStruct((2**12, 2**10, 16, 16), jnp.float32)
     i = jax.ShapeDtypeStruct((2**12, 2**10, 16, 16), jnp.int32)
     shape = (2**12, 2**10, 2**5, 2**5)

@@ -72,11 +72,15 @@ def _merged_shape(output_shape: Any, lead: tuple, rank: int) -> Any:
 
 
 def merges_batch_axes(
-    spec_name: str, arrays: tuple[str, ...] = ("x",), shape_name: str | None = None
+    spec_name: str,
+    arrays: tuple[str, ...] = ("x",),
+    shape_name: str | None = None,
+    per_plane: tuple[str, ...] = (),
 ) -> Callable[[F], F]:
     """Lets the window op take any number of leading batch axes where ``data_format="NXC"``
     and its argument ``spec_name`` is a sequence: the arguments ``arrays`` (and the shape
-    argument ``shape_name``) are merged to one batch axis, the outputs split again."""
+    argument ``shape_name``, and the arrays ``per_plane`` that lead with the same batch axes
+    but are not maps) are merged to one batch axis, the outputs split again."""
 
     def decorate(op: F) -> F:
         signature = inspect.signature(op)
@@ -103,6 +107,14 @@ def merges_batch_axes(
                     raise ValueError(
                         f"`{name}` of shape {np.shape(values[name])} must have the shape of "
                         f"`{arrays[0]}` ({np.shape(first)})."
+                    )
+                values[name] = _merged(values[name], lead)
+            for name in per_plane:
+                arguments.check_numeric(name, values[name])
+                if np.shape(values[name])[: len(lead)] != lead:
+                    raise ValueError(
+                        f"`{name}` of shape {np.shape(values[name])} must begin with the batch "
+                        f"axes {lead} of `{arrays[0]}`."
                     )
                 values[name] = _merged(values[name], lead)
             if shape_name is not None:

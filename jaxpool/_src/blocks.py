@@ -46,25 +46,11 @@ def read_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
         position = jnp.where(inside, position, np.asarray(-1, dtype))
 
     spatial = dict(zip(window.spatial_axes, range(window.nd)))
-    phases, blocks = [], []
+    phases = [_phases(window, i) for i in range(window.nd)]
+    blocks = [-(-length // s) for length, s in zip(window.in_spatial, window.strides)]
     pads = [(0, 0, 0)] * x.ndim
-    for i, a in enumerate(window.spatial_axes):
-        s, pb, length = window.strides[i], window.pads_begin[i], window.in_spatial[i]
-        span = (window.kernel[i] - 1) * window.dilations[i]
-        # Window ``b - m`` reads element ``j`` of block ``b`` with its tap at ``m * s + j + pb``
-        # from the window's start; keep the phases where that is a tap for some ``j``.
-        phases.append(
-            [
-                m
-                for m in range(-((pb + s - 1) // s), (span - pb) // s + 1)
-                if any(
-                    0 <= m * s + j + pb <= span and (m * s + j + pb) % window.dilations[i] == 0
-                    for j in range(s)
-                )
-            ]
-        )
-        blocks.append(-(-length // s))
-        pads[a] = (0, blocks[-1] * s - length, 0)
+    for a, i in spatial.items():
+        pads[a] = (0, blocks[i] * window.strides[i] - window.in_spatial[i], 0)
 
     # Each spatial axis becomes (block, offset); `split[a]` is the block axis of axis `a`.
     split: dict[int, int] = {}
@@ -82,18 +68,7 @@ def read_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
     x_blocks = lax.pad(x, np.zeros((), x.dtype), pads).reshape(block_shape)
     offset_axes = tuple(split[a] + 1 for a in spatial)
 
-    own_shape = [1] * len(block_shape)
-    for a in spatial:
-        own_shape[split[a] : split[a] + 2] = block_shape[split[a] : split[a] + 2]
-    plane = indices_lib.plane_strides(window.in_spatial)
-    own = None
-    for a, i in spatial.items():
-        s = window.strides[i]
-        term = (
-            lax.broadcasted_iota(dtype, own_shape, split[a]) * s
-            + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
-        ) * np.asarray(plane[i], dtype)
-        own = term if own is None else own + term
+    own = _own(window, spatial, split, block_shape, dtype)
 
     position = position.reshape(position_shape)
     zero = np.zeros((), x.dtype)
@@ -113,3 +88,42 @@ def read_at(x: jax.Array, position: jax.Array, window: Window) -> jax.Array:
         total = term if total is None else total + term
     assert total is not None  # at least one phase per axis
     return total
+
+
+def _phases(window: Window, i: int) -> list[int]:
+    """The phases ``m`` along spatial axis ``i``: window ``b - m`` reads element ``j`` of block
+    ``b`` with its tap at ``m * stride + j + pads_begin`` from the window's start, and the
+    phases kept are those where that is a tap for some ``j``."""
+    s, pb, d = window.strides[i], window.pads_begin[i], window.dilations[i]
+    span = (window.kernel[i] - 1) * d
+    return [
+        m
+        for m in range(-((pb + s - 1) // s), (span - pb) // s + 1)
+        if any(0 <= m * s + j + pb <= span and (m * s + j + pb) % d == 0 for j in range(s))
+    ]
+
+
+def _own(
+    window: Window,
+    spatial: dict[int, int],
+    split: dict[int, int],
+    block_shape: list[int],
+    dtype: np.dtype,
+) -> jax.Array:
+    """``own(b, j)``: the spatial position (flattened over the spatial axes) of element ``j``
+    of block ``b``, broadcast against the blocked input (``split[a]`` is the block axis of
+    axis ``a``)."""
+    own_shape = [1] * len(block_shape)
+    for a in spatial:
+        own_shape[split[a] : split[a] + 2] = block_shape[split[a] : split[a] + 2]
+    plane = indices_lib.plane_strides(window.in_spatial)
+    own = None
+    for a, i in spatial.items():
+        s = window.strides[i]
+        term = (
+            lax.broadcasted_iota(dtype, own_shape, split[a]) * s
+            + lax.broadcasted_iota(dtype, own_shape, split[a] + 1)
+        ) * np.asarray(plane[i], dtype)
+        own = term if own is None else own + term
+    assert own is not None  # at least one spatial axis
+    return own

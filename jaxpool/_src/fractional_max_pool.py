@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import exporting
+from jaxpool._src import batch_axes, exporting
 from jaxpool._src import indices as indices_lib
 from jaxpool._src import window as window_lib
 
@@ -190,6 +190,7 @@ def _fractional_max_pool(
     )
 
 
+@batch_axes.merges_batch_axes("kernel", per_plane=("samples",))
 @exporting.exportable
 def fractional_max_pool(
     x: jax.typing.ArrayLike,
@@ -219,7 +220,9 @@ def fractional_max_pool(
 
     Args:
       x: input of shape ``[N, C, *spatial]`` (``NCX``) or ``[N, *spatial, C]`` (``NXC``), with
-        1 to 3 spatial axes; a floating or integer dtype.
+        1 to 3 spatial axes; a floating or integer dtype.  In ``NXC`` with a sequence
+        ``kernel``, any number of leading batch axes, none included (``samples`` then leads
+        with the same ones), as ``flax.linen``'s pools take them.
       kernel: window size, an int or one per spatial axis.
       output_size: the output spatial size, an int or one per spatial axis, with
         ``output_size + kernel - 1 <= L`` on every axis.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 import jax
@@ -168,20 +169,12 @@ def max_pool(
       ([[5.0, 7.0], [13.0, 15.0]], [[5, 7], [13, 15]])
     """
     return _checked(
-        x,
-        kernel,
-        strides,
-        pads_begin,
-        pads_end,
-        dilations=dilations,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        data_format=data_format,
-        return_indices=return_indices,
-        index_element_type=index_element_type,
-        axis=axis,
-        nan="first",
-    )
+        "first", x, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad,
+        data_format, return_indices, index_element_type, axis,
+    )  # fmt: skip
+
+
+_SIGNATURE = inspect.signature(max_pool)
 
 
 def with_nan_rule(
@@ -196,26 +189,17 @@ def with_nan_rule(
     """
     if indices_lib.check_nan_rule(nan) == "first" or exporting.EXPORTER is not None:
         return max_pool(x, *args, **options)
-    return _checked(x, *args, **options, nan=nan)
+    bound = _SIGNATURE.bind(x, *args, **options)
+    bound.apply_defaults()
+    return _checked(nan, **bound.arguments)
 
 
 def _checked(
-    x: jax.typing.ArrayLike,
-    kernel: Any,
-    strides: Any = None,
-    pads_begin: Any = None,
-    pads_end: Any = None,
-    *,
-    dilations: Any = None,
-    rounding_type: str = "floor",
-    auto_pad: str = "explicit",
-    data_format: str = "NCX",
-    return_indices: bool = False,
-    index_element_type: Any = None,
-    axis: int = 0,
-    nan: str,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
-    """:func:`max_pool`'s arguments checked, and the op run with the NaN rule ``nan``."""
+    nan, x, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad,
+    data_format, return_indices, index_element_type, axis,
+) -> jax.Array | tuple[jax.Array, jax.Array]:  # fmt: skip
+    """:func:`max_pool`'s arguments, every one given (its signature holds their kinds and
+    defaults), checked, and the op run with the NaN rule ``nan``."""
     x = jnp.asarray(x)
     window = window_lib.sliding_window(
         x,

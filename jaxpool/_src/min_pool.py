@@ -3,11 +3,12 @@ its set of pools."""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxpool._src import arguments
 from jaxpool._src.max_pool import max_pool
@@ -22,20 +23,28 @@ def _reversed(x: jax.Array) -> jax.Array:
     return -x
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _taking_the_arguments_of(
+    function: Callable[P, Any],
+) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Gives the decorated op the parameters of ``function``, as ``inspect`` (``help``, the API
+    pages) and type checkers see them, and keeps its return type."""
+
+    def decorate(op: Callable[..., R]) -> Callable[P, R]:
+        returns = inspect.signature(op).return_annotation
+        signature = inspect.signature(function).replace(return_annotation=returns)
+        op.__signature__ = signature  # type: ignore[attr-defined]
+        return op
+
+    return decorate
+
+
+@_taking_the_arguments_of(max_pool)
 def min_pool(
-    x: jax.typing.ArrayLike,
-    kernel: Any,
-    strides: Any = None,
-    pads_begin: Any = None,
-    pads_end: Any = None,
-    *,
-    dilations: Any = None,
-    rounding_type: str = "floor",
-    auto_pad: str = "explicit",
-    data_format: str = "NCX",
-    return_indices: bool = False,
-    index_element_type: Any = None,
-    axis: int = 0,
+    x: jax.typing.ArrayLike, *args: Any, **options: Any
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Min pooling, ``-max_pool(-x)``, with optional argmin indices (``flax.linen.min_pool``
     with :func:`max_pool`'s attributes).
@@ -73,22 +82,7 @@ def min_pool(
     x = jnp.asarray(x)
     if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)):
         raise TypeError(f"`x` must have a floating or integer dtype, got {x.dtype}.")
-    if not isinstance(return_indices, (bool, np.bool_)):
-        raise TypeError(f"`return_indices` must be a bool, got {return_indices!r}.")
-    out = max_pool(
-        _reversed(x),
-        kernel,
-        strides,
-        pads_begin,
-        pads_end,
-        dilations=dilations,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        data_format=data_format,
-        return_indices=return_indices,
-        index_element_type=index_element_type,
-        axis=axis,
-    )
+    out = max_pool(_reversed(x), *args, **options)
     if isinstance(out, tuple):
         return _reversed(out[0]), out[1]
     return _reversed(out)

@@ -267,6 +267,23 @@ class Window(_Geometry):
         hi = min(out, max(0, -((offset - length) // s)))  # first o with o*s + offset >= length
         return lo, max(lo, hi)
 
+    @property
+    def pads_end_reached(self) -> tuple[int, ...]:
+        """Per spatial axis, the end padding that holds every window: ``pads_end``, or more
+        where rounding up added a window that reaches past it."""
+        return tuple(
+            max(pe, (o - 1) * s + (k - 1) * d + 1 - length - pb)
+            for length, o, k, s, d, pb, pe in zip(
+                self.in_spatial,
+                self.out_spatial,
+                self.kernel,
+                self.strides,
+                self.dilations,
+                self.pads_begin,
+                self.pads_end,
+            )
+        )
+
 
 def _rounded_out(length: int, pb: int, pe: int, dk: int, s: int, rounding_type: str) -> int:
     span = length + pb + pe - dk

@@ -3,7 +3,9 @@ jaxpool function in NCX layout and drops the batch axis again."""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, ClassVar
 
 import equinox
 import jax
@@ -12,6 +14,15 @@ import jax.numpy as jnp
 import jaxpool
 from jaxpool._src import arguments
 from jaxpool._src import window as window_lib
+from jaxpool.nn import _fields
+
+# Equinox's layout, with indices that are positions in each channel's plane (PyTorch's): the
+# arguments of the functions that the modules fix rather than take.
+_FIXED = {"data_format": "NCX", "axis": 2}
+
+_NUM_SPATIAL_DIMS = inspect.Parameter(
+    "num_spatial_dims", inspect.Parameter.KEYWORD_ONLY, annotation="int"
+)
 
 
 def _num_spatial_dims(value: Any) -> int:
@@ -21,8 +32,34 @@ def _num_spatial_dims(value: Any) -> int:
     return n
 
 
-def _per_axis(name: str, value: Any, n: int, minimum: int) -> tuple[int, ...] | None:
-    return None if value is None else window_lib.per_axis(name, value, n, minimum)
+def _per_axis(minimum: int) -> Callable[[str, Any, int], Any]:
+    def check(name: str, value: Any, n: int) -> tuple[int, ...] | None:
+        return None if value is None else window_lib.per_axis(name, value, n, minimum)
+
+    return check
+
+
+def _choice(allowed: Sequence[str]) -> Callable[[str, Any, int], str]:
+    return lambda name, value, n: window_lib.choice(name, value, allowed)
+
+
+def _output_size(name: str, value: Any, n: int) -> tuple[int | None, ...]:
+    # `None` entries keep the input's size, which is known only at the call.
+    return window_lib.per_axis(name, value, n, 1, keep=(None,) * n)
+
+
+# The attributes checked and normalised at construction (once `num_spatial_dims` is known),
+# in the order their errors are raised; the others are stored as given.
+_CHECKS: dict[str, Callable[[str, Any, int], Any]] = {
+    "kernel": lambda name, value, n: window_lib.per_axis(name, value, n, 1),
+    "output_size": _output_size,
+    "strides": _per_axis(1),
+    "pads_begin": _per_axis(0),
+    "pads_end": _per_axis(0),
+    "dilations": _per_axis(1),
+    "rounding_type": _choice(window_lib.ROUNDING_TYPES),
+    "auto_pad": _choice(window_lib.AUTO_PADS),
+}
 
 
 def _batched(x: jax.typing.ArrayLike, n: int) -> jax.Array:
@@ -37,46 +74,53 @@ def _batched(x: jax.typing.ArrayLike, n: int) -> jax.Array:
     return x[None]
 
 
-def _unbatched(out: Any) -> Any:
-    return jax.tree.map(lambda a: a[0], out)
+# A layer's fields are declared when its class is created, from its function's signature,
+# where a static type checker cannot see them: to one, a layer takes any arguments.
+_Module: Any = equinox.Module
 
 
-class _Sliding(equinox.Module):
-    """The attributes of a sliding window, checked at construction."""
+class Layer(_Module):
+    """Calls ``function`` (the subclass's ``function=`` keyword) on its unbatched input, with
+    a batch axis of one around it, in NCX layout and with the module's fields: the function's
+    parameters (those in ``keep`` where given) less ``data_format`` and ``axis``, and a
+    ``num_spatial_dims`` that checks the window at construction.  Every field is static."""
 
-    num_spatial_dims: int = equinox.field(static=True)
-    kernel: tuple[int, ...] = equinox.field(static=True)
-    strides: tuple[int, ...] | None = equinox.field(static=True)
-    pads_begin: tuple[int, ...] | None = equinox.field(static=True)
-    pads_end: tuple[int, ...] | None = equinox.field(static=True)
-    dilations: tuple[int, ...] | None = equinox.field(static=True)
-    rounding_type: str = equinox.field(static=True)
-    auto_pad: str = equinox.field(static=True)
+    _function: ClassVar[Callable[..., Any]]
+    _fixed: ClassVar[dict[str, Any]]
 
-    def _init_window(self, n, kernel, strides, pads_begin, pads_end, dilations, rounding, pad):
-        n = _num_spatial_dims(n)
-        self.num_spatial_dims = n
-        self.kernel = window_lib.per_axis("kernel", kernel, n, 1)
-        self.strides = _per_axis("strides", strides, n, 1)
-        self.pads_begin = _per_axis("pads_begin", pads_begin, n, 0)
-        self.pads_end = _per_axis("pads_end", pads_end, n, 0)
-        self.dilations = _per_axis("dilations", dilations, n, 1)
-        self.rounding_type = window_lib.choice("rounding_type", rounding, window_lib.ROUNDING_TYPES)
-        self.auto_pad = window_lib.choice("auto_pad", pad, window_lib.AUTO_PADS)
+    def __init_subclass__(
+        cls,
+        *,
+        function: Callable[..., Any] | None = None,
+        keep: Collection[str] | None = None,
+        **kwargs: Any,
+    ):
+        if function is not None:
+            cls._function = staticmethod(function)
+            takes = inspect.signature(function).parameters
+            cls._fixed = {name: value for name, value in _FIXED.items() if name in takes}
+            options = _fields.options(function, cls.__call__, without=_FIXED, keep=keep)
+            _fields.declare(cls, [_NUM_SPATIAL_DIMS, *options], equinox.field, static=True)
+        super().__init_subclass__(**kwargs)
 
-    def _window(self) -> dict[str, Any]:
-        return dict(
-            kernel=self.kernel,
-            strides=self.strides,
-            pads_begin=self.pads_begin,
-            pads_end=self.pads_end,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-        )
+    def __post_init__(self) -> None:
+        values = _fields.values(self)
+        self.num_spatial_dims: int = _num_spatial_dims(values["num_spatial_dims"])
+        for name, check in _CHECKS.items():
+            if name in values:
+                setattr(self, name, check(name, values[name], self.num_spatial_dims))
+
+    def _arguments(self) -> dict[str, Any]:
+        values = _fields.values(self)
+        del values["num_spatial_dims"]
+        return {**values, **self._fixed}
+
+    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> Any:
+        out = self._function(_batched(x, self.num_spatial_dims), **self._arguments())
+        return jax.tree.map(lambda a: a[0], out)
 
 
-class MaxPool(_Sliding):
+class MaxPool(Layer, function=jaxpool.max_pool):
     """Max pooling of one unbatched input, :func:`jaxpool.max_pool`; ``(y, indices)`` with
     ``return_indices``, the indices positions in each channel's plane.
 
@@ -88,44 +132,8 @@ class MaxPool(_Sliding):
       ([[5.0, 7.0], [13.0, 15.0]], [[5, 7], [13, 15]])
     """
 
-    return_indices: bool = equinox.field(static=True)
-    index_element_type: Any = equinox.field(static=True)
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        num_spatial_dims: int,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-        return_indices: bool = False,
-        index_element_type: Any = None,
-    ):
-        self._init_window(
-            num_spatial_dims, kernel, strides, pads_begin, pads_end, dilations, rounding_type,
-            auto_pad,
-        )  # fmt: skip
-        self.return_indices = return_indices
-        self.index_element_type = index_element_type
-
-    _pool = staticmethod(jaxpool.max_pool)
-
-    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> Any:
-        out = self._pool(
-            _batched(x, self.num_spatial_dims),
-            **self._window(),
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-            axis=2,
-        )
-        return _unbatched(out)
-
-
-class MinPool(MaxPool):
+class MinPool(MaxPool, function=jaxpool.min_pool):
     """Min pooling of one unbatched input, :func:`jaxpool.min_pool`; ``(y, indices)`` with
     ``return_indices``, the indices positions in each channel's plane.
 
@@ -135,10 +143,8 @@ class MinPool(MaxPool):
       [[1.0, -2.0]]
     """
 
-    _pool = staticmethod(jaxpool.min_pool)
 
-
-class AvgPool(_Sliding):
+class AvgPool(Layer, function=jaxpool.avg_pool):
     """Average pooling of one unbatched input, :func:`jaxpool.avg_pool`.
 
     Example:
@@ -147,49 +153,8 @@ class AvgPool(_Sliding):
       [[0.5, 2.5]]
     """
 
-    exclude_pad: bool = equinox.field(static=True)
-    divisor_rule: str = equinox.field(static=True)
-    divisor_override: int | None = equinox.field(static=True)
-    integer_division: str = equinox.field(static=True)
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        num_spatial_dims: int,
-        exclude_pad: bool = False,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-        divisor_rule: str = "kernel",
-        divisor_override: int | None = None,
-        integer_division: str = "round",
-    ):
-        self._init_window(
-            num_spatial_dims, kernel, strides, pads_begin, pads_end, dilations, rounding_type,
-            auto_pad,
-        )  # fmt: skip
-        self.exclude_pad = exclude_pad
-        self.divisor_rule = divisor_rule
-        self.divisor_override = divisor_override
-        self.integer_division = integer_division
-
-    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> jax.Array:
-        out = jaxpool.avg_pool(
-            _batched(x, self.num_spatial_dims),
-            **self._window(),
-            exclude_pad=self.exclude_pad,
-            divisor_rule=self.divisor_rule,
-            divisor_override=self.divisor_override,
-            integer_division=self.integer_division,
-        )
-        return _unbatched(out)
-
-
-class LpPool(_Sliding):
+class LpPool(Layer, function=jaxpool.lp_pool):
     """Lp pooling of one unbatched input, :func:`jaxpool.lp_pool`.
 
     Example:
@@ -198,45 +163,8 @@ class LpPool(_Sliding):
       [[1.0, 5.0]]
     """
 
-    p: float = equinox.field(static=True)
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        num_spatial_dims: int,
-        p: float = 2,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-    ):
-        self._init_window(
-            num_spatial_dims, kernel, strides, pads_begin, pads_end, dilations, rounding_type,
-            auto_pad,
-        )  # fmt: skip
-        self.p = p
-
-    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> jax.Array:
-        out = jaxpool.lp_pool(_batched(x, self.num_spatial_dims), **self._window(), p=self.p)
-        return _unbatched(out)
-
-
-class _Adaptive(equinox.Module):
-    num_spatial_dims: int = equinox.field(static=True)
-    output_size: tuple[int | None, ...] = equinox.field(static=True)
-
-    def _init_output(self, n: Any, output_size: Any) -> None:
-        n = _num_spatial_dims(n)
-        self.num_spatial_dims = n
-        # `None` entries keep the input's size, which is known only at the call.
-        keep = (None,) * n
-        self.output_size = window_lib.per_axis("output_size", output_size, n, 1, keep=keep)
-
-
-class AdaptiveMaxPool(_Adaptive):
+class AdaptiveMaxPool(Layer, function=jaxpool.adaptive_max_pool):
     """Adaptive max pooling of one unbatched input, :func:`jaxpool.adaptive_max_pool`;
     ``(y, indices)`` with ``return_indices``.  Its bins are PyTorch's and OpenVINO's
     (``[floor(i * L / O), ceil((i + 1) * L / O))``), not those of Equinox's own adaptive pools.
@@ -247,32 +175,8 @@ class AdaptiveMaxPool(_Adaptive):
       [[1.0, 3.0, 4.0]]
     """
 
-    return_indices: bool = equinox.field(static=True)
-    index_element_type: Any = equinox.field(static=True)
 
-    def __init__(
-        self,
-        output_size: Any,
-        *,
-        num_spatial_dims: int,
-        return_indices: bool = False,
-        index_element_type: Any = None,
-    ):
-        self._init_output(num_spatial_dims, output_size)
-        self.return_indices = return_indices
-        self.index_element_type = index_element_type
-
-    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> Any:
-        out = jaxpool.adaptive_max_pool(
-            _batched(x, self.num_spatial_dims),
-            self.output_size,
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-        )
-        return _unbatched(out)
-
-
-class AdaptiveAvgPool(_Adaptive):
+class AdaptiveAvgPool(Layer, function=jaxpool.adaptive_avg_pool):
     """Adaptive average pooling of one unbatched input, :func:`jaxpool.adaptive_avg_pool`
     (PyTorch's and OpenVINO's bins, not those of Equinox's own adaptive pools).
 
@@ -282,15 +186,8 @@ class AdaptiveAvgPool(_Adaptive):
       [[0.5, 2.0, 3.5]]
     """
 
-    def __init__(self, output_size: Any, *, num_spatial_dims: int):
-        self._init_output(num_spatial_dims, output_size)
 
-    def __call__(self, x: jax.typing.ArrayLike, *, key: Any = None) -> jax.Array:
-        out = jaxpool.adaptive_avg_pool(_batched(x, self.num_spatial_dims), self.output_size)
-        return _unbatched(out)
-
-
-class MaxUnpool(equinox.Module):
+class MaxUnpool(Layer, function=jaxpool.max_unpool, keep=("combine",)):
     """Scatters the values of one unbatched pooled input back to the positions its indices
     (positions in each channel's plane, as this module's pools return them) name,
     :func:`jaxpool.max_unpool` with ``axis=2``.
@@ -308,14 +205,7 @@ class MaxUnpool(equinox.Module):
       [[0.0, 1.0, 0.0, 3.0]]
     """
 
-    num_spatial_dims: int = equinox.field(static=True)
-    combine: str = equinox.field(static=True)
-
-    def __init__(self, *, num_spatial_dims: int, combine: str = "sum"):
-        self.num_spatial_dims = _num_spatial_dims(num_spatial_dims)
-        self.combine = combine
-
-    def __call__(
+    def __call__(  # type: ignore[override]  # called on the pooled values and their indices
         self,
         y: jax.typing.ArrayLike,
         indices: jax.typing.ArrayLike,
@@ -327,11 +217,5 @@ class MaxUnpool(equinox.Module):
         shape = window_lib.per_axis(
             "output_shape", output_shape, n + 1, 1, scalar=False, what="dimension of `x`"
         )
-        out = jaxpool.max_unpool(
-            _batched(y, n),
-            _batched(indices, n),
-            (1, *shape),
-            axis=2,
-            combine=self.combine,
-        )
+        out = self._function(_batched(y, n), _batched(indices, n), (1, *shape), **self._arguments())
         return out[0]

@@ -6,15 +6,41 @@ for the formula, the output shape and the errors.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import jax
 from flax import linen
 
 import jaxpool
+from jaxpool.nn import _fields
+
+# A layer's fields are declared when its class is created, from its function's signature,
+# where a static type checker cannot see them: to one, a layer takes any arguments.
+_Module: Any = linen.Module
 
 
-class MaxPool(linen.Module):
+class Layer(_Module):
+    """Calls ``function`` on its inputs with the module's fields, which are the function's
+    parameters (the subclass's ``function=`` keyword), ``data_format="NXC"`` by default.  A
+    sequence window (``kernel``, ``output_size``) lets the functions take no batch axis or
+    several, as Flax's pools do."""
+
+    _function: ClassVar[Callable[..., Any]]
+
+    def __init_subclass__(cls, *, function: Callable[..., Any] | None = None, **kwargs: Any):
+        if function is not None:
+            cls._function = staticmethod(function)
+            options = _fields.options(function, cls.__call__, defaults={"data_format": "NXC"})
+            # Linen's fields are positional, as its dataclass transform makes every field.
+            _fields.declare(cls, options, keyword_only=False)
+        super().__init_subclass__(**kwargs)
+
+    def __call__(self, x: jax.typing.ArrayLike) -> Any:
+        return self._function(x, **_fields.values(self))
+
+
+class MaxPool(Layer, function=jaxpool.max_pool):
     """Max pooling, :func:`jaxpool.max_pool`; ``(y, indices)`` with ``return_indices``.
 
     Example:
@@ -24,134 +50,28 @@ class MaxPool(linen.Module):
       (1, 3, 3, 3)
     """
 
-    kernel: Any
-    strides: Any = None
-    pads_begin: Any = None
-    pads_end: Any = None
-    dilations: Any = None
-    rounding_type: str = "floor"
-    auto_pad: str = "explicit"
-    data_format: str = "NXC"
-    return_indices: bool = False
-    index_element_type: Any = None
-    axis: int = 0
 
-    _pool = staticmethod(jaxpool.max_pool)
-
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return self._pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-            axis=self.axis,
-        )
-
-
-class MinPool(MaxPool):
+class MinPool(MaxPool, function=jaxpool.min_pool):
     """Min pooling, :func:`jaxpool.min_pool`; ``(y, indices)`` with ``return_indices``."""
 
-    _pool = staticmethod(jaxpool.min_pool)
 
-
-class AvgPool(linen.Module):
+class AvgPool(Layer, function=jaxpool.avg_pool):
     """Average pooling, :func:`jaxpool.avg_pool`."""
 
-    kernel: Any
-    strides: Any = None
-    pads_begin: Any = None
-    pads_end: Any = None
-    exclude_pad: bool = False
-    dilations: Any = None
-    rounding_type: str = "floor"
-    auto_pad: str = "explicit"
-    data_format: str = "NXC"
-    divisor_rule: str = "kernel"
-    divisor_override: int | None = None
-    integer_division: str = "round"
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.avg_pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            exclude_pad=self.exclude_pad,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-            divisor_rule=self.divisor_rule,
-            divisor_override=self.divisor_override,
-            integer_division=self.integer_division,
-        )
-
-
-class LpPool(linen.Module):
+class LpPool(Layer, function=jaxpool.lp_pool):
     """Lp pooling, :func:`jaxpool.lp_pool`."""
 
-    kernel: Any
-    strides: Any = None
-    pads_begin: Any = None
-    pads_end: Any = None
-    p: float = 2
-    dilations: Any = None
-    rounding_type: str = "floor"
-    auto_pad: str = "explicit"
-    data_format: str = "NXC"
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.lp_pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            p=self.p,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-        )
-
-
-class AdaptiveMaxPool(linen.Module):
+class AdaptiveMaxPool(Layer, function=jaxpool.adaptive_max_pool):
     """Adaptive max pooling to ``output_size``, :func:`jaxpool.adaptive_max_pool`."""
 
-    output_size: Any
-    data_format: str = "NXC"
-    return_indices: bool = False
-    index_element_type: Any = None
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return jaxpool.adaptive_max_pool(
-            x,
-            self.output_size,
-            data_format=self.data_format,
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-        )
-
-
-class AdaptiveAvgPool(linen.Module):
+class AdaptiveAvgPool(Layer, function=jaxpool.adaptive_avg_pool):
     """Adaptive average pooling to ``output_size``, :func:`jaxpool.adaptive_avg_pool`."""
 
-    output_size: Any
-    data_format: str = "NXC"
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.adaptive_avg_pool(x, self.output_size, data_format=self.data_format)
-
-
-class MaxUnpool(linen.Module):
+class MaxUnpool(Layer, function=jaxpool.max_unpool):
     """Scatters pooled values back to their argmax positions, :func:`jaxpool.max_unpool`.
 
     Applied eagerly, indices outside ``output_shape`` raise a ``ValueError`` that counts the
@@ -161,32 +81,7 @@ class MaxUnpool(linen.Module):
     (a map split along a spatial axis then exchanges only halos).
     """
 
-    axis: int
-    combine: str = "sum"
-    data_format: str = "NXC"
-    kernel: Any = None
-    strides: Any = None
-    pads_begin: Any = None
-    pads_end: Any = None
-    dilations: Any = None
-    rounding_type: str = "floor"
-    auto_pad: str = "explicit"
-
-    def __call__(
+    def __call__(  # type: ignore[override]  # called on the pooled values and their indices
         self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
     ) -> jax.Array:
-        return jaxpool.max_unpool(
-            y,
-            indices,
-            tuple(output_shape),
-            axis=self.axis,
-            combine=self.combine,
-            data_format=self.data_format,
-            kernel=self.kernel,
-            strides=self.strides,
-            pads_begin=self.pads_begin,
-            pads_end=self.pads_end,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-        )
+        return self._function(y, indices, tuple(output_shape), **_fields.values(self))

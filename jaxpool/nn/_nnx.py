@@ -6,20 +6,48 @@ with them; see that function for the formula, the output shape and the errors.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import jax
 from flax import nnx
 
 import jaxpool
+from jaxpool.nn import _fields
+
+# A layer's fields are declared when its class is created, from its function's signature,
+# where a static type checker cannot see them: to one, a layer takes any arguments.
+_Module: Any = nnx.Module
 
 
-def _static(value: Any) -> Any:
-    """Lists become tuples, so that attributes stay hashable static module fields."""
-    return tuple(value) if isinstance(value, list) else value
+class Layer(_Module):
+    """Calls ``function`` on its inputs with the module's attributes, which are the function's
+    parameters (the subclass's ``function=`` keyword), ``data_format="NXC"`` by default.  A
+    sequence window (``kernel``, ``output_size``) lets the functions take no batch axis or
+    several, as Flax's pools do."""
+
+    _function: ClassVar[Callable[..., Any]]
+
+    def __init_subclass__(cls, *, function: Callable[..., Any] | None = None, **kwargs: Any):
+        if function is not None:
+            cls._function = staticmethod(function)
+            options = _fields.options(function, cls.__call__, defaults={"data_format": "NXC"})
+            _fields.declare(cls, options)
+            dataclasses.dataclass(cls, eq=False, repr=False)
+        super().__init_subclass__(**kwargs)
+
+    def __post_init__(self) -> None:
+        # Lists become tuples, so that the attributes stay hashable static module fields.
+        for name, value in _fields.values(self).items():
+            if isinstance(value, list):
+                setattr(self, name, tuple(value))
+
+    def __call__(self, x: jax.typing.ArrayLike) -> Any:
+        return self._function(x, **_fields.values(self))
 
 
-class MaxPool(nnx.Module):
+class MaxPool(Layer, function=jaxpool.max_pool):
     """Max pooling, :func:`jaxpool.max_pool`; ``(y, indices)`` with ``return_indices``.
 
     Example:
@@ -28,53 +56,8 @@ class MaxPool(nnx.Module):
       (1, 3, 3, 3)
     """
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-        data_format: str = "NXC",
-        return_indices: bool = False,
-        index_element_type: Any = None,
-        axis: int = 0,
-    ):
-        self.kernel = _static(kernel)
-        self.strides = _static(strides)
-        self.pads_begin = _static(pads_begin)
-        self.pads_end = _static(pads_end)
-        self.dilations = _static(dilations)
-        self.rounding_type = rounding_type
-        self.auto_pad = auto_pad
-        self.data_format = data_format
-        self.return_indices = return_indices
-        self.index_element_type = index_element_type
-        self.axis = axis
 
-    _pool = staticmethod(jaxpool.max_pool)
-
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return self._pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-            axis=self.axis,
-        )
-
-
-class MinPool(MaxPool):
+class MinPool(MaxPool, function=jaxpool.min_pool):
     """Min pooling, :func:`jaxpool.min_pool`; ``(y, indices)`` with ``return_indices``.
 
     Example:
@@ -83,10 +66,8 @@ class MinPool(MaxPool):
       [[0.0, 2.0], [8.0, 10.0]]
     """
 
-    _pool = staticmethod(jaxpool.min_pool)
 
-
-class AvgPool(nnx.Module):
+class AvgPool(Layer, function=jaxpool.avg_pool):
     """Average pooling, :func:`jaxpool.avg_pool`.
 
     Example:
@@ -95,54 +76,8 @@ class AvgPool(nnx.Module):
       [1.0, 1.0]
     """
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        exclude_pad: bool = False,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-        data_format: str = "NXC",
-        divisor_rule: str = "kernel",
-        divisor_override: int | None = None,
-        integer_division: str = "round",
-    ):
-        self.kernel = _static(kernel)
-        self.strides = _static(strides)
-        self.pads_begin = _static(pads_begin)
-        self.pads_end = _static(pads_end)
-        self.exclude_pad = exclude_pad
-        self.dilations = _static(dilations)
-        self.rounding_type = rounding_type
-        self.auto_pad = auto_pad
-        self.data_format = data_format
-        self.divisor_rule = divisor_rule
-        self.divisor_override = divisor_override
-        self.integer_division = integer_division
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.avg_pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            exclude_pad=self.exclude_pad,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-            divisor_rule=self.divisor_rule,
-            divisor_override=self.divisor_override,
-            integer_division=self.integer_division,
-        )
-
-
-class LpPool(nnx.Module):
+class LpPool(Layer, function=jaxpool.lp_pool):
     """Lp pooling, :func:`jaxpool.lp_pool`.
 
     Example:
@@ -151,45 +86,8 @@ class LpPool(nnx.Module):
       [4.0, 4.0]
     """
 
-    def __init__(
-        self,
-        kernel: Any,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        *,
-        p: float = 2,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-        data_format: str = "NXC",
-    ):
-        self.kernel = _static(kernel)
-        self.strides = _static(strides)
-        self.pads_begin = _static(pads_begin)
-        self.pads_end = _static(pads_end)
-        self.p = p
-        self.dilations = _static(dilations)
-        self.rounding_type = rounding_type
-        self.auto_pad = auto_pad
-        self.data_format = data_format
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.lp_pool(
-            x,
-            self.kernel,
-            self.strides,
-            self.pads_begin,
-            self.pads_end,
-            p=self.p,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-            data_format=self.data_format,
-        )
-
-
-class AdaptiveMaxPool(nnx.Module):
+class AdaptiveMaxPool(Layer, function=jaxpool.adaptive_max_pool):
     """Adaptive max pooling to ``output_size``, :func:`jaxpool.adaptive_max_pool`.
 
     Example:
@@ -198,30 +96,8 @@ class AdaptiveMaxPool(nnx.Module):
       (1, 2, 5, 3)
     """
 
-    def __init__(
-        self,
-        output_size: Any,
-        *,
-        data_format: str = "NXC",
-        return_indices: bool = False,
-        index_element_type: Any = None,
-    ):
-        self.output_size = _static(output_size)
-        self.data_format = data_format
-        self.return_indices = return_indices
-        self.index_element_type = index_element_type
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array | tuple[jax.Array, jax.Array]:
-        return jaxpool.adaptive_max_pool(
-            x,
-            self.output_size,
-            data_format=self.data_format,
-            return_indices=self.return_indices,
-            index_element_type=self.index_element_type,
-        )
-
-
-class AdaptiveAvgPool(nnx.Module):
+class AdaptiveAvgPool(Layer, function=jaxpool.adaptive_avg_pool):
     """Adaptive average pooling to ``output_size``, :func:`jaxpool.adaptive_avg_pool`.
 
     Example:
@@ -230,15 +106,8 @@ class AdaptiveAvgPool(nnx.Module):
       (2, 1, 1, 3)
     """
 
-    def __init__(self, output_size: Any, *, data_format: str = "NXC"):
-        self.output_size = _static(output_size)
-        self.data_format = data_format
 
-    def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-        return jaxpool.adaptive_avg_pool(x, self.output_size, data_format=self.data_format)
-
-
-class MaxUnpool(nnx.Module):
+class MaxUnpool(Layer, function=jaxpool.max_unpool):
     """Scatters pooled values back to their argmax positions, :func:`jaxpool.max_unpool`.
 
     ``axis`` must be the one the indices were taken with (``MaxPool(..., axis=...)``; ``2``
@@ -256,46 +125,8 @@ class MaxUnpool(nnx.Module):
       40.0
     """
 
-    def __init__(
-        self,
-        *,
-        axis: int,
-        combine: str = "sum",
-        data_format: str = "NXC",
-        kernel: Any = None,
-        strides: Any = None,
-        pads_begin: Any = None,
-        pads_end: Any = None,
-        dilations: Any = None,
-        rounding_type: str = "floor",
-        auto_pad: str = "explicit",
-    ):
-        self.axis = axis
-        self.combine = combine
-        self.data_format = data_format
-        self.kernel = _static(kernel)
-        self.strides = _static(strides)
-        self.pads_begin = _static(pads_begin)
-        self.pads_end = _static(pads_end)
-        self.dilations = _static(dilations)
-        self.rounding_type = rounding_type
-        self.auto_pad = auto_pad
-
-    def __call__(
+    def __call__(  # type: ignore[override]  # called on the pooled values and their indices
         self, y: jax.typing.ArrayLike, indices: jax.typing.ArrayLike, output_shape: Any
     ) -> jax.Array:
-        return jaxpool.max_unpool(
-            y,
-            indices,
-            _static(output_shape),
-            axis=self.axis,
-            combine=self.combine,
-            data_format=self.data_format,
-            kernel=self.kernel,
-            strides=self.strides,
-            pads_begin=self.pads_begin,
-            pads_end=self.pads_end,
-            dilations=self.dilations,
-            rounding_type=self.rounding_type,
-            auto_pad=self.auto_pad,
-        )
+        shape = tuple(output_shape) if isinstance(output_shape, list) else output_shape
+        return self._function(y, indices, shape, **_fields.values(self))

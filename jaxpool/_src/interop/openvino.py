@@ -1,10 +1,10 @@
 """The implementation of :mod:`jaxpool.openvino`, whose docstring states the rules: OpenVINO IR
-layers bound to jaxpool functions through one table, :data:`BINDERS`."""
+layers bound to jaxpool functions through one table, :data:`BINDERS` (a layer's type, version
+and attributes are read from its XML or type name by :mod:`.openvino_ir`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
@@ -20,6 +20,7 @@ from jaxpool._src.adaptive_max_pool import adaptive_max_pool
 from jaxpool._src.avg_pool import avg_pool
 from jaxpool._src.deformable_psroi_pool import MODES as DEFORMABLE_MODES
 from jaxpool._src.deformable_psroi_pool import deformable_psroi_pool
+from jaxpool._src.interop import openvino_ir
 from jaxpool._src.interop.bound import Arguments, Bound
 from jaxpool._src.interop.ir_values import INT_LIST_RE, INT_RE, IRAttributes, integer
 from jaxpool._src.max_pool import max_pool
@@ -32,8 +33,6 @@ from jaxpool._src.roi_align import roi_align
 from jaxpool._src.roi_align_rotated import roi_align_rotated
 from jaxpool._src.roi_pool import METHODS as ROI_POOL_METHODS
 from jaxpool._src.roi_pool import roi_pool
-
-NEWEST_OPSET = 16  # openvino.opset16 is the newest opset that defines these operations
 
 
 class Layer(Bound):
@@ -274,8 +273,6 @@ _HINTS = {
     ("index_element_type", "MaxPool"): " (indices need MaxPool-8 or later)",
     ("axis", "MaxPool"): " (indices need MaxPool-8 or later)",
 }
-_TYPE_RE = re.compile(r"^([A-Za-z]+)(?:-(\d+))?$")
-_OPSET_RE = re.compile(r"^opset(\d+)$")
 
 
 def layer(
@@ -326,7 +323,7 @@ def layer(
       >>> avg.function, avg.kwargs["exclude_pad"], avg(jnp.ones((1, 1, 3, 3))).shape
       ('avg_pool', False, (1, 1, 2, 2))
     """
-    op_type, version, values = _read(xml_or_type, attrs)
+    op_type, version, values = openvino_ir.read_layer(xml_or_type, attrs, BINDERS)
     bound = _bind(op_type, version, values)
     if index_element_type is None:
         return bound
@@ -338,118 +335,6 @@ def layer(
         )
     arguments["index_element_type"] = index_element_type
     return dataclasses.replace(bound, arguments=tuple(arguments.items()))
-
-
-def _read(xml_or_type: Any, attrs: Any) -> tuple[str, int, dict[str, str]]:
-    """The type, version and attributes of a layer given as XML or as a type name."""
-    if isinstance(xml_or_type, ElementTree.Element) or (
-        isinstance(xml_or_type, (str, bytes)) and xml_or_type.lstrip()[:1] in ("<", b"<")
-    ):
-        if attrs is not None:
-            raise TypeError(
-                f"`attrs` must be None when `xml_or_type` is a <layer> element (its <data> "
-                f"holds the attributes), got {attrs!r}."
-            )
-        return _parse_xml(xml_or_type)
-    if not isinstance(xml_or_type, str):
-        raise TypeError(
-            f"`xml_or_type` must be <layer> XML text or a type name such as 'MaxPool-8', "
-            f"got {xml_or_type!r} of type {type(xml_or_type).__name__}."
-        )
-    op_type, version = _parse_type_name(xml_or_type)
-    attrs = {} if attrs is None else attrs
-    if not isinstance(attrs, Mapping):
-        raise TypeError(
-            f"`attrs` must be a mapping of attribute names to IR strings, got {attrs!r}."
-        )
-    for key, value in attrs.items():
-        if not isinstance(value, str):
-            raise TypeError(
-                f"`attrs[{key!r}]` must be an IR string (such as '2, 2' or 'true'), "
-                f"got {value!r} of type {type(value).__name__}."
-            )
-    return op_type, version, dict(attrs)
-
-
-def _check_type(op_type: str, given: Any) -> None:
-    if op_type not in BINDERS:
-        raise ValueError(
-            f"`xml_or_type` names the layer type {given!r}; jaxpool.openvino knows "
-            f"{sorted(BINDERS)}."
-        )
-
-
-def _parse_type_name(name: str) -> tuple[str, int]:
-    match = _TYPE_RE.match(name.strip())
-    if match is None:
-        raise ValueError(
-            f"`xml_or_type` (={name!r}) must be a type name with an optional version suffix, "
-            f"such as 'MaxPool' or 'MaxPool-8'."
-        )
-    op_type, suffix = match.groups()
-    _check_type(op_type, name)
-    versions = list(BINDERS[op_type])
-    if suffix is None:
-        return op_type, versions[-1]
-    if int(suffix) not in versions:
-        raise ValueError(
-            f"`xml_or_type` (={name!r}) asks for {op_type}-{int(suffix)}; {op_type} has the "
-            f"versions {versions}."
-        )
-    return op_type, int(suffix)
-
-
-def _version_in_opset(op_type: str, opset: str) -> int:
-    match = _OPSET_RE.match(opset)
-    if match is None:
-        raise ValueError(
-            f"`version` (={opset!r}) of the {op_type} layer must be 'opsetN' (opset1 to "
-            f"opset{NEWEST_OPSET})."
-        )
-    number = int(match.group(1))
-    if not 1 <= number <= NEWEST_OPSET:
-        raise ValueError(
-            f"`version` (={opset!r}) of the {op_type} layer names an unknown opset; "
-            f"jaxpool.openvino knows opset1 to opset{NEWEST_OPSET}."
-        )
-    versions = [v for v in BINDERS[op_type] if v <= number]
-    if not versions:
-        raise ValueError(
-            f"`version` (={opset!r}) predates {op_type}, which opset{min(BINDERS[op_type])} "
-            f"introduced."
-        )
-    return versions[-1]
-
-
-def _parse_xml(xml: str | bytes | ElementTree.Element) -> tuple[str, int, dict[str, str]]:
-    if isinstance(xml, ElementTree.Element):
-        element = xml
-    else:
-        try:
-            element = ElementTree.fromstring(xml)
-        except ElementTree.ParseError as error:
-            shown: str | bytes = xml
-            if len(xml) > 80:
-                shown = xml[:77] + "..." if isinstance(xml, str) else xml[:77] + b"..."
-            raise ValueError(
-                f"`xml_or_type` (={shown!r}) is not well-formed XML: {error}."
-            ) from None
-    if element.tag != "layer":
-        raise ValueError(f"`xml_or_type` must be a <layer> element, got a <{element.tag}> element.")
-    op_type = element.get("type")
-    if op_type is None:
-        raise ValueError("`xml_or_type` is a <layer> element without a `type` attribute.")
-    _check_type(op_type, op_type)
-    opset = element.get("version")
-    if opset is None:
-        raise ValueError(
-            f"`xml_or_type` is a {op_type} <layer> without a `version` attribute "
-            f'(such as version="opset8").'
-        )
-    data = element.findall("data")
-    if len(data) > 1:
-        raise ValueError(f"`xml_or_type` is a {op_type} <layer> with {len(data)} <data> elements.")
-    return op_type, _version_in_opset(op_type, opset), dict(data[0].attrib) if data else {}
 
 
 def _bind(op_type: str, version: int, values: dict[str, str]) -> Layer:

@@ -1,8 +1,8 @@
 """torch.nn.functional's pooling functions, bound to jaxpool's ops.
 
 Each function has PyTorch's name, signature and defaults and takes PyTorch's layout, batched
-``(N, C, *spatial)`` or unbatched ``(C, *spatial)``; a binder turns its arguments into one call
-of a core op:
+``(N, C, *spatial)`` or unbatched ``(C, *spatial)``; a binder turns its arguments, read and
+checked as PyTorch reads them (:mod:`.torch_arguments`), into one call of a core op:
 
 * ``max_pool*d``: :func:`jaxpool.max_pool` with ``pads_begin = pads_end = padding``,
   ``rounding_type="ceil_torch"`` for ``ceil_mode`` (a last window that would start in the end
@@ -38,7 +38,7 @@ PyTorch refuses, a ``padding`` over half the kernel, an empty channel or spatial
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -50,117 +50,9 @@ from jaxpool._src import window as window_lib
 from jaxpool._src.adaptive_avg_pool import adaptive_avg_pool
 from jaxpool._src.adaptive_max_pool import with_nan_rule as adaptive_max_pool_with
 from jaxpool._src.avg_pool import avg_pool
+from jaxpool._src.interop import torch_arguments as torch_args
 from jaxpool._src.max_pool import with_nan_rule as max_pool_with
 from jaxpool._src.unpool import max_unpool
-
-Pooled = Any  # an array, or (values, indices)
-
-
-# --------------------------------------------------------------------------------------------
-# What the binders share.
-# --------------------------------------------------------------------------------------------
-
-
-def _over_batch(
-    name: str,
-    nd: int,
-    input: Any,
-    pool: Callable[[jax.Array], Pooled],
-    *,
-    empty_channels: bool = False,
-) -> Pooled:
-    """``pool`` of ``input`` with a batch axis: an unbatched ``(C, *spatial)`` input gains one,
-    and its outputs lose it.  PyTorch's ranks and non-empty axes are checked (a batch of 0 is
-    allowed, and with ``empty_channels`` 0 channels)."""
-    arguments.check_numeric("input", input)
-    x = jnp.asarray(input)
-    if x.ndim not in (nd + 1, nd + 2):
-        raise ValueError(
-            f"`input` of {name} must have {nd + 1} (unbatched) or {nd + 2} (batched) "
-            f"dimensions, got shape {x.shape}."
-        )
-    unbatched = x.ndim == nd + 1
-    if unbatched:
-        x = x[None]
-    if 0 in x.shape[(2 if empty_channels else 1) :]:
-        raise ValueError(
-            f"`input` of {name} must have non-empty channel and spatial axes (a batch of 0 is "
-            f"allowed), got shape {tuple(jnp.shape(input))}."
-        )
-    out = pool(x)
-    if not unbatched:
-        return out
-    if isinstance(out, tuple):
-        return tuple(o[0] for o in out)
-    return out[0]
-
-
-def _per_dim(name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
-    """A per-dimension argument as PyTorch takes it: an int, or a sequence of one entry or
-    of one entry per spatial axis."""
-    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
-        value = value[0]
-    return window_lib.per_axis(name, value, nd, minimum)
-
-
-def _stride(stride: Any, kernel: tuple[int, ...], nd: int) -> tuple[int, ...]:
-    """PyTorch's ``stride``: ``None`` (or an empty sequence) means ``kernel_size``."""
-    if stride is None or (isinstance(stride, Sequence) and len(stride) == 0):
-        return kernel
-    return _per_dim("stride", stride, nd, 1)
-
-
-def _rounding(ceil_mode: Any) -> str:
-    if not isinstance(ceil_mode, (bool, np.bool_)):
-        raise TypeError(f"`ceil_mode` must be a bool, got {ceil_mode!r}.")
-    return "ceil_torch" if ceil_mode else "floor"
-
-
-def _sliding(
-    x: jax.Array,
-    nd: int,
-    kernel_size: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    ceil_mode: Any,
-) -> dict[str, Any]:
-    """The sliding-window arguments of a core op, from PyTorch's, with PyTorch's checks:
-    ``padding`` at most half of ``kernel_size``, and a dilated kernel within the padded
-    input."""
-    kernel = _per_dim("kernel_size", kernel_size, nd, 1)
-    pads = _per_dim("padding", padding, nd, 0)
-    dilations = _per_dim("dilation", dilation, nd, 1)
-    if any(2 * p > k for p, k in zip(pads, kernel)):
-        raise ValueError(
-            f"`padding` (={padding!r}) should be at most half of `kernel_size` "
-            f"(={kernel_size!r}) on every spatial axis (PyTorch: pad should be at most half "
-            "of effective kernel size)."
-        )
-    for length, k, d, p in zip(x.shape[2:], kernel, dilations, pads):
-        if (k - 1) * d + 1 > length + 2 * p:
-            raise ValueError(
-                f"`kernel_size` (={kernel_size!r}) with `dilation` (={dilation!r}) spans more "
-                f"than the padded `input` of shape {x.shape} (padding {padding!r}): the output "
-                "size is too small."
-            )
-    return {
-        "kernel": kernel,
-        "strides": _stride(stride, kernel, nd),
-        "pads_begin": pads,
-        "pads_end": pads,
-        "dilations": dilations,
-        "rounding_type": _rounding(ceil_mode),
-    }
-
-
-def _floating(name: str, x: jax.Array, *also: Any) -> None:
-    """Refuses a dtype that PyTorch's CPU kernel of ``name`` refuses: all but floating types
-    and ``also``."""
-    if not (jnp.issubdtype(x.dtype, jnp.floating) or x.dtype in also):
-        allowed = "a floating dtype" + "".join(f" or {np.dtype(t)}" for t in also)
-        raise TypeError(f"`input` of {name} must have {allowed}, got {x.dtype}.")
-
 
 # --------------------------------------------------------------------------------------------
 # The binders.
@@ -169,10 +61,10 @@ def _floating(name: str, x: jax.Array, *also: Any) -> None:
 
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     def pool(x):
-        window = _sliding(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
+        window = torch_args.sliding(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
         return max_pool_with("last", x, **window, return_indices=return_indices, axis=2)
 
-    return _over_batch(f"max_pool{nd}d", nd, input, pool)
+    return torch_args.over_batch(f"max_pool{nd}d", nd, input, pool)
 
 
 def _avg_pool(
@@ -187,8 +79,8 @@ def _avg_pool(
         raise TypeError(f"`count_include_pad` must be a bool, got {count_include_pad!r}.")
 
     def pool(x):
-        _floating(name, x, np.int64)
-        window = _sliding(x, nd, kernel_size, stride, padding, 1, ceil_mode)
+        torch_args.check_floating(name, x, np.int64)
+        window = torch_args.sliding(x, nd, kernel_size, stride, padding, 1, ceil_mode)
         return avg_pool(
             x,
             **window,
@@ -198,87 +90,49 @@ def _avg_pool(
             integer_division="truncate",
         )
 
-    return _over_batch(name, nd, input, pool)
-
-
-def _norm_type(norm_type: Any) -> float:
-    if isinstance(norm_type, (bool, np.bool_)) or not isinstance(
-        norm_type, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(f"`norm_type` must be an int or a float, got {norm_type!r}.")
-    p = float(norm_type)
-    if p == 0 or not math.isfinite(p):
-        raise ValueError(f"`norm_type` (={norm_type!r}) must be a finite, non-zero number.")
-    return p
+    return torch_args.over_batch(name, nd, input, pool)
 
 
 def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
     name = f"lp_pool{nd}d"
-    p = _norm_type(norm_type)
+    p = torch_args.lp_norm(norm_type)
 
     def pool(x):
-        _floating(name, x)
-        window = _sliding(x, nd, kernel_size, stride, 0, 1, ceil_mode)
+        torch_args.check_floating(name, x)
+        window = torch_args.sliding(x, nd, kernel_size, stride, 0, 1, ceil_mode)
         # PyTorch's formula, step by step, so that values and gradients (NaN included) are its.
         out = avg_pool(x**p, **window, divisor_rule="padded_input")
         out = jnp.sign(out) * jax.nn.relu(jnp.abs(out))
         return (out * math.prod(window["kernel"])) ** (1 / p)
 
-    return _over_batch(name, nd, input, pool)
+    return torch_args.over_batch(name, nd, input, pool)
 
 
 def _adaptive_max_pool(nd, input, output_size, return_indices):
     def pool(x):
         return adaptive_max_pool_with("last", x, output_size, return_indices=return_indices)
 
-    return _over_batch(f"adaptive_max_pool{nd}d", nd, input, pool)
+    return torch_args.over_batch(f"adaptive_max_pool{nd}d", nd, input, pool)
 
 
 def _adaptive_avg_pool(nd, input, output_size):
     def pool(x):
-        _floating(f"adaptive_avg_pool{nd}d", x)
+        torch_args.check_floating(f"adaptive_avg_pool{nd}d", x)
         return adaptive_avg_pool(x, output_size)
 
-    return _over_batch(f"adaptive_avg_pool{nd}d", nd, input, pool, empty_channels=True)
-
-
-def _unpool_size(
-    output_size: Any, default: tuple[int, ...], strides: tuple[int, ...]
-) -> tuple[int, ...]:
-    """PyTorch's ``_unpool_output_size``: ``output_size`` as the full shape or its spatial part,
-    each entry strictly within ``stride`` of the default size."""
-    nd = len(default)
-    if output_size is None:
-        return default
-    if isinstance(output_size, np.ndarray):
-        output_size = output_size.tolist()
-    if not isinstance(output_size, Sequence) or isinstance(output_size, str):
-        raise TypeError(f"`output_size` must be a sequence of ints, got {output_size!r}.")
-    if len(output_size) not in (nd, nd + 2):
-        raise ValueError(
-            f"`output_size` (={output_size!r}) should be a sequence containing {nd} or "
-            f"{nd + 2} elements, but it has a length of {len(output_size)}."
-        )
-    sizes = tuple(window_lib.static_int("output_size", v) for v in output_size[-nd:])
-    for d, (size, base, s) in enumerate(zip(sizes, default, strides)):
-        if not base - s < size < base + s:
-            raise ValueError(
-                f"`output_size` (={output_size!r}) is invalid: dim {d} must be between "
-                f"{base - s} and {base + s}."
-            )
-    return sizes
+    return torch_args.over_batch(f"adaptive_avg_pool{nd}d", nd, input, pool, empty_channels=True)
 
 
 def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
-    kernel = _per_dim("kernel_size", kernel_size, nd, 1)
-    strides = _stride(stride, kernel, nd)
-    pads = _per_dim("padding", padding, nd, 0)
+    kernel = torch_args.per_dim("kernel_size", kernel_size, nd, 1)
+    strides = torch_args.default_stride(stride, kernel, nd)
+    pads = torch_args.per_dim("padding", padding, nd, 0)
 
     def sizes(y):
         default = tuple(
             (i - 1) * s - 2 * p + k for i, s, p, k in zip(y.shape[2:], strides, pads, kernel)
         )
-        return _unpool_size(output_size, default, strides)
+        return torch_args.unpool_size(output_size, default, strides)
 
     return unpool_to(nd, input, indices, sizes)
 
@@ -303,7 +157,7 @@ def unpool_to(
     def unpool(y):
         return max_unpool(y, indices, (*y.shape[:2], *sizes(y)), axis=2, combine="torch")
 
-    return _over_batch(name, nd, input, unpool)
+    return torch_args.over_batch(name, nd, input, unpool)
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,9 +6,12 @@ the exporter (:mod:`.core`), which binds the op's primitive (``jaxpool_<op>``) w
 arrays as operands and every other argument as a parameter.  The primitive's abstract evaluation
 and implementation are the op itself, so shapes, dtypes and errors are the op's.  jax2onnx then
 lowers each primitive through the op's entry (:class:`.entry.Export`): its *plan*, a function
-from the call (its parameters, the shapes and dtypes of its operands and results, the opset) to
-the nodes that compute it, which refuses with a ``ValueError`` what ONNX cannot express exactly.
-The plan runs once at trace time too, so a refusal names the op where the model calls it.
+from the call (its parameters, the shapes and dtypes of its operands and results) to the writer
+of the nodes that compute it, which refuses with a ``ValueError`` what ONNX cannot express
+exactly.  Each call is planned once, where the model calls the op (so a refusal names it
+there), and its writer is used again where jax2onnx lowers the primitive; what depends on the
+opset (a node's version, an attribute it gained) is read from the graph as the nodes are
+written.
 
 Each family's module holds its entries (:mod:`.windows`, :mod:`.adaptive`, :mod:`.unpool`,
 :mod:`.regions`); an entry is also its op's row of the docs' table (:data:`TABLE`: whether the

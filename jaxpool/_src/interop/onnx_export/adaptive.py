@@ -46,12 +46,12 @@ def _uniform_bins(length: int, out: int) -> tuple[int, int] | None:
 
 
 def _reduce(
-    g: Graph, op_type: str, value: ir.Value, axis: int, shape: Sequence[int], dtype: Any, opset: int
+    g: Graph, op_type: str, value: ir.Value, axis: int, shape: Sequence[int], dtype: Any
 ) -> ir.Value:
     """A reduction over ``axis`` without keeping it (ReduceSum's ``axes`` is an input from
     opset 13, the others' from opset 18)."""
     out = [d for i, d in enumerate(shape) if i != axis]
-    if opset >= (13 if op_type == "ReduceSum" else 18):
+    if g.opset >= (13 if op_type == "ReduceSum" else 18):
         axes = g.const(np.asarray([axis], np.int64))
         return g.op(op_type, value, axes, shape=out, dtype=dtype, keepdims=0)
     return g.op(op_type, value, shape=out, dtype=dtype, axes=[axis], keepdims=0)
@@ -96,7 +96,6 @@ def _adaptive_max_bins(
     ncx: Sequence[int],
     dtype: Any,
     out_spatial: Sequence[int],
-    opset: int,
     with_indices: bool,
 ):
     """Max (and the plane position of the first maximum) over the bins, one spatial axis at a
@@ -110,7 +109,7 @@ def _adaptive_max_bins(
         before = list(shape)
         binned, binned_shape, starts, _ = _gather_bins(g, value, before, dtype, axis, out)
         shape[axis] = out
-        value = _reduce(g, "ReduceMax", binned, axis + 1, binned_shape, dtype, opset)
+        value = _reduce(g, "ReduceMax", binned, axis + 1, binned_shape, dtype)
         if not with_indices:
             continue
         keep_shape = [*shape[: axis + 1], 1, *shape[axis + 1 :]]
@@ -173,9 +172,7 @@ def _plan_adaptive_max_pool(call: Call) -> Emit:
                 )
                 indices = index_planes(g, indices, out_ncx, ncx, 2)
         else:
-            y, indices = _adaptive_max_bins(
-                g, x, ncx, compute, window.out_spatial, call.opset or 23, with_indices
-            )
+            y, indices = _adaptive_max_bins(g, x, ncx, compute, window.out_spatial, with_indices)
         if compute != dtype:
             y = g.cast(y, out_ncx, dtype)
         results = [back(g, y, out_ncx, dtype, data_format)]
@@ -208,7 +205,7 @@ def _plan_adaptive_avg_pool(call: Call) -> Emit:
                 strides=[u[1] for u in uniform if u],
             )
         else:
-            y = _adaptive_sums(g, x, ncx, compute, window, call.opset or 23)
+            y = _adaptive_sums(g, x, ncx, compute, window)
         y = returned(g, y, out_ncx, dtype, how)
         return [back(g, y, out_ncx, dtype, data_format)]
 
@@ -221,7 +218,6 @@ def _adaptive_sums(
     ncx: Sequence[int],
     dtype: Any,
     window: window_lib.AdaptiveWindow,
-    opset: int,
 ) -> ir.Value:
     """The bins' averages: per axis, the bins' elements gathered and summed (a repeated
     element masked out with Where, which keeps infinities), then one division by the bins'
@@ -240,7 +236,7 @@ def _adaptive_sums(
             zero = g.const(np.zeros((), dtype))
             binned = g.op("Where", mask, binned, zero, shape=binned_shape, dtype=dtype)
         shape[axis] = out
-        value = _reduce(g, "ReduceSum", binned, axis + 1, binned_shape, dtype, opset)
+        value = _reduce(g, "ReduceSum", binned, axis + 1, binned_shape, dtype)
     return g.op("Div", value, g.const(sizes.astype(dtype)), shape=shape, dtype=dtype)
 
 

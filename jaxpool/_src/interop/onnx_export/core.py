@@ -21,7 +21,7 @@ from jax2onnx.plugins.plugin_system import PrimitiveLeafPlugin, register_primiti
 from jaxpool._src import exporting
 from jaxpool._src.interop.onnx_export import adaptive, regions, unpool, windows
 from jaxpool._src.interop.onnx_export.entry import Export, Row
-from jaxpool._src.interop.onnx_export.graph import Call, Graph
+from jaxpool._src.interop.onnx_export.graph import Call, Emit, Graph
 
 # Every op's entry, in the order of the docs' table (the refused window op last).
 ENTRIES: tuple[Export, ...] = (
@@ -156,6 +156,26 @@ _PRIMITIVES: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------------------------
+# The plan of a call, made once: where the model calls the op (so that a refusal names the
+# call) and used again where jax2onnx writes its nodes.
+# --------------------------------------------------------------------------------------------
+
+_PLANS: dict[Any, Emit] = {}
+
+
+def _planned(export: Export, structs: Sequence[Any], params: dict[str, Any]) -> Emit:
+    """The plan of a call of ``export``'s op on operands of the shapes and dtypes ``structs``
+    with ``params``: its window, its types and its refusals worked out once per such call.  A
+    call merged under ``vmap`` has shapes of its own, and a plan of its own."""
+    assert export.plan is not None  # only exported ops are bound and lowered
+    key = (export.op, tuple(structs), tuple(sorted(params.items())))
+    if key not in _PLANS:
+        outputs = _shapes(_eval_shape(export, structs, params))
+        _PLANS[key] = export.plan(Call(export.op, params, tuple(structs), outputs))
+    return _PLANS[key]
+
+
+# --------------------------------------------------------------------------------------------
 # The exporter that binds the primitives, and jax2onnx's plugins that lower them.
 # --------------------------------------------------------------------------------------------
 
@@ -173,7 +193,7 @@ def _bind(op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
     params = {k: _static(v) for k, v in values.items()}
     structs = _shapes(operands)
     out = _eval_shape(export, structs, params)
-    export.plan(Call(name, params, structs, _shapes(out), None))  # refusals, at trace time
+    _planned(export, structs, params)  # its refusals, where the model calls the op
     flat = _PRIMITIVES[name].bind(*operands, **params)
     return jax.tree.unflatten(jax.tree.structure(out), flat)
 
@@ -190,12 +210,8 @@ class _Plugin(PrimitiveLeafPlugin):
         return [AssignSpec(exporting, "EXPORTER", _bind, delete_if_missing=False)]
 
     def lower(self, ctx: Any, eqn: Any) -> None:
-        export = self._EXPORT
-        assert export.plan is not None  # only exported ops have plugins
         structs = tuple(jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars)
-        outputs = tuple(jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.outvars)
-        call = Call(export.op, dict(eqn.params), structs, outputs, int(ctx.builder.opset))
-        emit = export.plan(call)
+        emit = _planned(self._EXPORT, structs, dict(eqn.params))
         operands = [ctx.get_value_for_var(v, name_hint=ctx.fresh_name("in")) for v in eqn.invars]
         results = emit(Graph(ctx), operands)
         for var, value in zip(eqn.outvars, results):

@@ -19,19 +19,20 @@ from jaxpool._src import window as window_lib
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One call of an op: its parameters (every argument but the operands, defaults
-    included), its operands' and results' shapes and dtypes, and the opset (``None`` while
-    tracing, before the opset is known)."""
+    included) and its operands' and results' shapes and dtypes.  The opset is the graph's
+    (:attr:`Graph.opset`), read where the nodes are written."""
 
     op: str
     params: dict[str, Any]
     inputs: tuple[jax.ShapeDtypeStruct, ...]
     outputs: tuple[jax.ShapeDtypeStruct, ...]
-    opset: int | None
 
     def refuse(self, what: str) -> ValueError:
         return ValueError(f"jaxpool.{self.op} cannot be exported to ONNX: {what}.")
 
 
+# A plan reads the call once (its window, its types, its refusals) and returns the function
+# that writes its nodes.
 Emit = Callable[["Graph", Sequence[ir.Value]], Sequence[ir.Value]]
 Plan = Callable[[Call], Emit]
 
@@ -41,6 +42,11 @@ class Graph:
 
     def __init__(self, ctx: Any):
         self.ctx = ctx
+
+    @property
+    def opset(self) -> int:
+        """The default domain's opset of the model being written."""
+        return int(self.ctx.builder.opset)
 
     def op(
         self,

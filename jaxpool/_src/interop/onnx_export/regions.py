@@ -98,11 +98,6 @@ def _plan_roi_align(call: Call) -> Emit:
             "bin's samples, not the largest sample (roi_align's max, OpenVINO's)"
         )
     transform, shift = _ALIGNED_MODES[p["aligned_mode"]]
-    if transform == "half_pixel" and call.opset is not None and call.opset < 16:
-        raise call.refuse(
-            f"`aligned_mode` (={p['aligned_mode']!r}) needs RoiAlign-16's half_pixel; the "
-            f"opset is {call.opset}"
-        )
     compute = float_types(call, np.dtype(call.inputs[0].dtype))
     out_h, out_w = _pair(call, "output_size")
     out_ncx = ncx_shape(call.outputs[0].shape, p["data_format"])
@@ -113,10 +108,16 @@ def _plan_roi_align(call: Call) -> Emit:
         "sampling_ratio": int(p["sampling_ratio"]),
         "spatial_scale": float(p["spatial_scale"]),
     }
-    if call.opset is None or call.opset >= 16:
-        attributes["coordinate_transformation_mode"] = transform
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
+        node_attributes = attributes
+        if g.opset >= 16:
+            node_attributes = {**attributes, "coordinate_transformation_mode": transform}
+        elif transform == "half_pixel":
+            raise call.refuse(
+                f"`aligned_mode` (={p['aligned_mode']!r}) needs RoiAlign-16's half_pixel; the "
+                f"opset is {g.opset}"
+            )
         x, rois = _roi_input(call, g, operands, compute)
         if shift:
             rois = g.op(
@@ -129,7 +130,9 @@ def _plan_roi_align(call: Call) -> Emit:
         batch_indices = operands[2]
         if np.dtype(call.inputs[2].dtype) != np.int64:
             batch_indices = g.cast(batch_indices, call.inputs[2].shape, np.int64)
-        y = g.op("RoiAlign", x, rois, batch_indices, shape=out_ncx, dtype=compute, **attributes)
+        y = g.op(
+            "RoiAlign", x, rois, batch_indices, shape=out_ncx, dtype=compute, **node_attributes
+        )
         return _roi_output(call, g, y, compute)
 
     return emit

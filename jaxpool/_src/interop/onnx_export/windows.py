@@ -76,22 +76,18 @@ def _check_inside(call: Call, window: window_lib.Window) -> None:
 
 
 def _sliding(call: Call, window: window_lib.Window, *, whole_kernel: bool) -> dict[str, Any]:
-    """ONNX's attributes for jaxpool's windows: explicit pads (after ``auto_pad``) and
-    ``ceil_mode`` where rounding added windows.  ``whole_kernel``: the divisor is the whole
-    kernel also past ``pads_end`` (``avg_pool``'s OpenVINO rule), so ceil windows become floor
-    windows over pads grown to hold them, which ``count_include_pad=1`` counts whole."""
+    """ONNX's attributes for jaxpool's windows: explicit pads (after ``auto_pad``), and the
+    ``ceil_mode`` whose rounding (:data:`CEIL_MODES`) counts the windows that jaxpool's rounding
+    gave.  Where neither does, or where ``whole_kernel`` (the divisor is the whole kernel also
+    past ``pads_end``, ``avg_pool``'s OpenVINO rule), the windows are floor windows over end
+    pads grown to hold them, which ``count_include_pad=1`` counts whole."""
     _check_inside(call, window)
-    pads_end = list(window.pads_end)
-    counts = tuple(window.out_spatial)
-    ceil_mode = 0
-    if window_lib.window_counts(window, CEIL_MODES[0]) != counts:
-        if whole_kernel or window_lib.window_counts(window, CEIL_MODES[1]) != counts:
-            for i in range(window.nd):
-                dk = (window.kernel[i] - 1) * window.dilations[i] + 1
-                need = (counts[i] - 1) * window.strides[i] + dk - window.in_spatial[i]
-                pads_end[i] = max(pads_end[i], need - window.pads_begin[i])
-        else:
-            ceil_mode = 1
+    modes = (0,) if whole_kernel else tuple(CEIL_MODES)
+    counted = (
+        m for m in modes if window_lib.window_counts(window, CEIL_MODES[m]) == window.out_spatial
+    )
+    ceil_mode = next(counted, None)
+    pads_end = window.pads_end if ceil_mode is not None else window.pads_end_reached
     for name, pads in (("pads_begin", window.pads_begin), ("pads_end", pads_end)):
         if any(pad >= k for pad, k in zip(pads, window.kernel)):
             raise call.refuse(
@@ -157,15 +153,15 @@ def _plan_avg_pool(call: Call) -> Emit:
     attributes = _sliding(call, window, whole_kernel=whole_kernel)
     if include_pad:
         attributes["count_include_pad"] = 1
-    if "dilations" in attributes and call.opset is not None and call.opset < 19:
-        raise call.refuse(
-            f"`dilations` {window.dilations} need AveragePool-19; the opset is {call.opset}"
-        )
     dtype = np.dtype(call.inputs[0].dtype)
     compute, how = average_types(call, dtype)
     data_format = window.data_format
 
     def emit(g: Graph, operands: Sequence[ir.Value]) -> list[ir.Value]:
+        if "dilations" in attributes and g.opset < 19:
+            raise call.refuse(
+                f"`dilations` {window.dilations} need AveragePool-19; the opset is {g.opset}"
+            )
         x, ncx = ncx_input(g, operands[0], window.shape, dtype, compute, data_format)
         out_ncx = ncx_shape(window.out_shape, data_format)
         y = g.op("AveragePool", x, shape=out_ncx, dtype=compute, **attributes)

@@ -1,0 +1,117 @@
+"""Bad inputs of the pools that take an output size: ``jaxpool.adaptive_max_pool``,
+``adaptive_avg_pool`` and ``fractional_max_pool`` (rows as in ``bad_inputs``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from bad_inputs import (
+    F32,
+    INDEX_TYPES,
+    S8,
+    S_X,
+    TRACED,
+    X1,
+    T,
+    V,
+    X,
+    abstract,
+    bad_input_test,
+    family,
+    names,
+    non_numeric,
+    row,
+    rule,
+    traced,
+)
+
+import jaxpool
+
+ADAPTIVE = (jaxpool.adaptive_max_pool, jaxpool.adaptive_avg_pool)
+FMP = jaxpool.fractional_max_pool
+FLOATING = r"`x` must have a floating or integer dtype, got "
+
+# fmt: off
+OUTPUT_SIZE = [
+    rule("rank2", np.zeros((3, 3), F32), 2, error=V,
+         match=r"`x` must have rank 3, 4 or 5 .*got shape \(3, 3\)"),
+    rule("empty-spatial", np.zeros((1, 1, 0, 3), F32), 1, error=V,
+         match=names("x", r"\(1, 1, 0, 3\)")),
+    rule("NXC-too-few-axes", np.zeros((6, 3), F32), (2, 2), data_format="NXC", error=V,
+         match=names("output_size", r"\(6, 3\)")),
+    rule("complex", X.astype(np.complex64), 2, error=T, match=FLOATING + "complex64"),
+    rule("bool", X > 0, 2, error=T, match=FLOATING + "bool"),
+    rule("x-strings", S_X, 2, error=T, match=non_numeric("x")),
+    rule("x-objects", X.astype(object), 2, error=T, match=non_numeric("x")),
+    rule("output_size-zero", X, 0, error=V,
+         match=r"`output_size` \(=0\) must be positive on every spatial axis"),
+    rule("output_size-negative", X, (2, -1), error=V, match=names("output_size", "-1")),
+    rule("output_size-len3", X, (2, 2, 2), error=V, match=names("output_size", r"\(2, 2, 2\)")),
+    rule("output_size-len2", X1, [2, 2], error=V,
+         match=r"`output_size` \(=\[2, 2\]\) must have one entry"),
+    rule("output_size-float", X, 2.5, error=T, match=r"`output_size` must be an int, got 2\.5"),
+    rule("output_size-string", X1, "2", error=T,
+         match="`output_size` must be an int or a sequence"),
+    rule("output_size-string-4", X, "4", error=T, match=names("output_size", "'4'")),
+    rule("data_format-Nxc", X, 2, data_format="Nxc", error=V,
+         match=names("data_format", "'Nxc'")),
+    rule("data_format-NWC", X1, 2, data_format="NWC", error=V, match=r"`data_format` \(='NWC'\)"),
+]
+ROWS = [
+    *family(ADAPTIVE, OUTPUT_SIZE),
+    *(row(f"{f.__name__}-output_size-traced", traced(f, "output_size", X), 2, error=T,
+          match=rf"`output_size` must be static Python ints, got a {TRACED}") for f in ADAPTIVE),
+    row("adaptive_max_pool-return_indices-int", jaxpool.adaptive_max_pool, X1, 2, return_indices=1,
+        error=T, match="`return_indices` must be a bool, got 1"),
+    row("adaptive_max_pool-index_element_type-int16", jaxpool.adaptive_max_pool, X, 2,
+        return_indices=True, index_element_type="int16", error=V,
+        match=names("index_element_type", "'int16'")),
+    row("adaptive_max_pool-index_element_type-i16", jaxpool.adaptive_max_pool, X1, 2,
+        return_indices=True, index_element_type="i16", error=V,
+        match=r"`index_element_type` \(='i16'\)"),
+    row("adaptive_max_pool-index_element_type-object-lists", jaxpool.adaptive_max_pool, X, 2,
+        return_indices=True, index_element_type=object(), error=T,
+        match=r"`index_element_type` must be one of .*" + INDEX_TYPES + ".*got <object"),
+    row("adaptive_max_pool-i64-no-x64", jaxpool.adaptive_max_pool, X, 2, return_indices=True,
+        index_element_type="i64", error=V, match=r"`index_element_type` \(='i64'\) needs 64-bit"),
+    row("adaptive_max_pool-index-overflow", abstract(jaxpool.adaptive_max_pool),
+        (1, 1, 2**16, 2**16), output_size=2, return_indices=True, error=V,
+        match=names("index_element_type", "65536")),
+    # fractional_max_pool: a kernel, an output size and one sample per plane and axis.
+    row("fractional_max_pool-rank2", FMP, np.zeros((8, 8), F32), 2, 3, S8, error=V,
+        match="`x` must have rank"),
+    row("fractional_max_pool-kernel-zero", FMP, X, 0, 3, S8, error=V,
+        match=names("kernel", r"0\) must be positive")),
+    row("fractional_max_pool-kernel-len3", FMP, X, (2, 2, 2), 3, S8, error=V,
+        match=names("kernel", r"\(2, 2, 2\)")),
+    row("fractional_max_pool-output_size-zero", FMP, X, 2, (0, 3), S8, error=V,
+        match=names("output_size", r"\(0, 3\)")),
+    row("fractional_max_pool-output_size-float", FMP, X, 2, 2.5, S8, error=T,
+        match=names("output_size", "2.5")),
+    row("fractional_max_pool-output_size-traced", traced(FMP, "output_size", X, 2, samples=S8), 3,
+        error=T, match=names("output_size", TRACED)),
+    row("fractional_max_pool-too-large", FMP, X, 4, 6, S8, error=V,
+        match=r"(?s)`output_size` \(=6\) and `kernel` \(=4\).*<= 8.*got 6 \+ 4 - 1"),
+    row("fractional_max_pool-samples-shape", FMP, X, 2, 3, np.zeros((2, 3, 3), F32), error=V,
+        match=names("samples", r"\(2, 3, 2\).*\(2, 3, 3\)")),
+    row("fractional_max_pool-samples-NXC-shape", FMP, np.zeros((2, 8, 8, 3), F32), 2, 3,
+        np.zeros((2, 8, 2), F32), data_format="NXC", error=V,
+        match=names("samples", r"\(2, 8, 2\)")),
+    row("fractional_max_pool-samples-batch-axes", FMP, np.zeros((2, 3, 8, 8, 4), F32), (2, 2), 3,
+        np.zeros((3, 4, 2), F32), data_format="NXC", error=V,
+        match=r"`samples` of shape \(3, 4, 2\) must begin with the batch axes \(2, 3\)"),
+    row("fractional_max_pool-samples-int", FMP, X, 2, 3, S8.astype(np.int32), error=T,
+        match=names("samples", "int32")),
+    row("fractional_max_pool-samples-strings", FMP, X, 2, 3, S8.astype(str), error=T,
+        match=non_numeric("samples")),
+    row("fractional_max_pool-data_format", FMP, X, 2, 3, S8, data_format="NHWC", error=V,
+        match=names("data_format", "'NHWC'")),
+    row("fractional_max_pool-return_indices", FMP, X, 2, 3, S8, return_indices="yes", error=T,
+        match=names("return_indices", "'yes'")),
+    row("fractional_max_pool-i64-without-x64", FMP, X, 2, 3, S8, return_indices=True,
+        index_element_type="i64", error=V, match=names("index_element_type", "'i64'")),
+    row("fractional_max_pool-index_element_type-lists", FMP, X, 2, 3, S8, return_indices=True,
+        index_element_type="int8", error=V, match=INDEX_TYPES),
+]
+# fmt: on
+
+test_bad_input = bad_input_test(ROWS)

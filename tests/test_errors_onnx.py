@@ -1,0 +1,50 @@
+"""Bad inputs of ``jaxpool.onnx.node``: ONNX nodes it refuses to bind, and the call of a bound
+node (rows as in ``bad_inputs``)."""
+
+from __future__ import annotations
+
+import functools
+
+from bad_inputs import S_X, T, V, bad_input_test, non_numeric, row
+from onnx import helper
+
+import jaxpool.onnx
+
+
+@functools.wraps(jaxpool.onnx.node)
+def node(op_type, domain="", **attributes):
+    """``jaxpool.onnx.node`` of an ``op_type`` node from ``x`` to ``y`` with ``attributes``."""
+    return jaxpool.onnx.node(helper.make_node(op_type, ["x"], ["y"], domain=domain, **attributes))
+
+
+@functools.wraps(jaxpool.onnx.node)
+def node_called(op_type, x, **attributes):
+    """The bound ``op_type`` node, called on ``x``."""
+    return node(op_type, **attributes)(x)
+
+
+# fmt: off
+ROWS = [
+    row("onnx.node-op_type", node, "Conv", error=V, match="op_type 'Conv'"),
+    row("onnx.node-domain", node, "MaxPool", "custom", kernel_shape=[2], error=V,
+        match="domain 'custom'"),
+    row("onnx.node-unknown-attribute", node, "MaxPool", kernel_shape=[2], p=2, error=V,
+        match="`p` is not an attribute of MaxPool"),
+    row("onnx.node-kernel_shape-missing", node, "LpPool", error=V,
+        match="`kernel_shape` is a required"),
+    row("onnx.node-kernel_shape-float", node, "MaxPool", kernel_shape=2.0, error=V,
+        match="`kernel_shape` of MaxPool must be ints"),
+    row("onnx.node-pads-length", node, "AveragePool", kernel_shape=[2], pads=[1], error=V,
+        match=r"`pads` \(=\[1\]\)"),
+    row("onnx.node-auto_pad", node, "AveragePool", kernel_shape=[2], auto_pad="SAME", error=V,
+        match=r"`auto_pad` \(='SAME'\)"),
+    row("onnx.node-ceil_mode", node, "MaxPool", kernel_shape=[2], ceil_mode=2, error=V,
+        match=r"`ceil_mode` \(=2\)"),
+    row("onnx.node-storage_order", node, "MaxPool", kernel_shape=[2], storage_order=3, error=V,
+        match=r"`storage_order` \(=3\)"),
+    row("onnx.node-x-strings", node_called, "MaxPool", S_X, kernel_shape=[2, 2], error=T,
+        match=non_numeric("x")),
+]
+# fmt: on
+
+test_bad_input = bad_input_test(ROWS)
