@@ -308,7 +308,7 @@ def with_backward(f: Callable) -> Callable:
 
 def axis_corners(coord: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
     """The two elements and weights a bilinear sample at ``coord`` reads along an axis of
-    ``length`` by the runtime's rule (``jaxpool._src.roi``): nothing below -1 or past
+    ``length`` by the runtime's rule (``jaxpool._src.bilinear``): nothing below -1 or past
     ``length``, clamped at both ends."""
     inside = (coord >= -1) & (coord <= length)
     v = np.maximum(coord, 0)

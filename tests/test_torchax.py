@@ -7,12 +7,14 @@ eager PyTorch's.
 """
 
 import sys
+import types
 import unittest.mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference
 import torch
 
 import jaxpool.torch
@@ -185,6 +187,97 @@ def test_aten_max_unpool_equals_pytorch(torchax, n):
         _assert_equal(got, expected)
         with pytest.raises(ValueError, match="outside `output_shape`"):
             operator(values.to("jax"), indices.to("jax"), [s - 2 for s in size], *extra)
+
+
+# torchvision's operator schemas (its csrc/ops), which `register_torchax` binds where torchvision
+# imports.
+TORCHVISION_SCHEMAS = [
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor",
+    "roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width) -> (Tensor, Tensor)",
+    "ps_roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width, int sampling_ratio) -> (Tensor, Tensor)",
+    "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width) -> (Tensor, Tensor)",
+]
+
+
+@pytest.fixture(scope="module")
+def torchvision_ops(torchax):
+    """``torch.ops.torchvision`` with jaxpool's bindings under torchax: torchvision's own
+    operators where it is installed, else their schemas alone (no kernel of their own)."""
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        library = torch.library.Library("torchvision", "DEF")
+        for schema in TORCHVISION_SCHEMAS:
+            library.define(schema)
+        stub = types.ModuleType("torchvision")
+        with unittest.mock.patch.dict(sys.modules, {"torchvision": stub}):
+            jaxpool.torch.register_torchax()
+        yield torch.ops.torchvision
+        del library  # its schemas go with it
+        return
+    yield torch.ops.torchvision
+
+
+# (batch_index, x_1, y_1, x_2, y_2) rows at spatial_scale 0.5: inside the map, across its
+# border, inverted, larger than the map, on a plane of NaN and -inf, outside the batch.
+ROI_POOL_ROWS = [
+    [0.0, 1.0, 2.0, 12.0, 14.0],
+    [1.0, -6.0, -3.0, 9.0, 7.0],
+    [0.0, 10.0, 9.0, 2.0, 3.0],
+    [1.0, -20.0, -15.0, 40.0, 35.0],
+    [1.0, 0.0, 0.0, 7.0, 17.0],
+    [2.0, 0.0, 0.0, 4.0, 4.0],
+]
+
+
+@pytest.fixture
+def roi_pool_inputs():
+    x = torch.randn(2, 3, 9, 8, generator=torch.Generator().manual_seed(4))
+    x[0, 1, 1:4, 0:3] = float("nan")  # never torchvision's maximum
+    x[1, 0, :, :4] = float("-inf")  # nothing above -FLT_MAX: argmax -1
+    x[1, 2, 5:, 2:5] = x[1, 2, 5, 2]  # ties: the first in row-major order
+    rois = torch.tensor(ROI_POOL_ROWS)
+    return x, rois, reference.torchvision_roi_pool(x.numpy(), rois.numpy(), (3, 2), 0.5)
+
+
+def test_torchvision_roi_pool_returns_its_argmax(torchax, torchvision_ops, roi_pool_inputs):
+    x, rois, (want, argmax) = roi_pool_inputs
+    with torchax.default_env():
+        y, got = torchvision_ops.roi_pool.default(x.to("jax"), rois.to("jax"), 0.5, 3, 2)
+    assert _numpy(got).dtype == np.int32  # as torchvision's kernels make it
+    np.testing.assert_array_equal(_numpy(y), want)
+    np.testing.assert_array_equal(_numpy(got), argmax)
+
+
+class RoiPool(torch.nn.Module):
+    def __init__(self, rois):
+        super().__init__()
+        self.register_buffer("rois", rois)
+
+    def forward(self, x):
+        return torch.ops.torchvision.roi_pool(x, self.rois, 0.5, 3, 2)
+
+
+def test_torchvision_roi_pool_gradient_reaches_the_argmax(
+    torchax, torchvision_ops, roi_pool_inputs
+):
+    """The gradient flows through the values, to each output's argmax (torchvision's
+    backward)."""
+    x, rois, (want, argmax) = roi_pool_inputs
+    ct = np.random.default_rng(5).standard_normal(want.shape).astype(np.float32)
+    params, fn = torchax.extract_jax(RoiPool(rois))
+
+    def loss(inputs):
+        values, _ = fn(params, (inputs,))
+        return (values * ct).sum()
+
+    got = jax.grad(loss)(jnp.asarray(x.numpy()))
+    expected = reference.torchvision_roi_pool_backward(ct, rois.numpy(), argmax, x.shape)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_torchax_alone_has_no_fractional_max_pool(torchax, net):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import roi as roi_lib
+from jaxpool._src import bilinear
 
 # Bins whose samples take at most this many reads (corners) are pooled by one chain of
 # elementwise sums, which XLA fuses with the reads into one loop.  Larger bins are pooled by a
@@ -66,7 +66,7 @@ def chain(xt, lead, y_index, y_weight, x_index, x_weight) -> jax.Array:
     for k, m in itertools.product(range(s_h), range(s_w)):
         ky, my = min(k, samples(y_index, 2) - 1), min(m, samples(y_index, 4) - 1)
         kx, mx = min(k, samples(x_index, 2) - 1), min(m, samples(x_index, 4) - 1)
-        value = roi_lib.bilinear_samples(
+        value = bilinear.bilinear_samples(
             xt,
             tuple(lead),
             y_index[:, :, ky, :, my],
@@ -81,7 +81,7 @@ def chain(xt, lead, y_index, y_weight, x_index, x_weight) -> jax.Array:
 
 def _stacked(xt, lead, y_index, y_weight, x_index, x_weight) -> jax.Array:
     """The sum over a grid as one read of every sample, then a reduction."""
-    values = roi_lib.bilinear_samples(
+    values = bilinear.bilinear_samples(
         xt,
         tuple(i[:, :, None, :, None] for i in lead),
         y_index,

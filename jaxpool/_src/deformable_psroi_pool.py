@@ -11,8 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import bin_reads, exporting
+from jaxpool._src import bilinear, bin_reads, exporting
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 
 # The one mode of DeformablePSROIPooling-1 (its IR attribute ``mode``).
@@ -55,43 +57,43 @@ def _axis(
     """
     gs, scale = attrs.group_size, attrs.spatial_scale
     dtype = boxes.dtype
-    start = roi_lib.product(roi_lib.round_half_away(boxes[:, first]), scale) - 0.5
-    end = roi_lib.product(roi_lib.round_half_away(boxes[:, first + 2]) + 1, scale) - 0.5
+    start = numerics.product(numerics.round_half_away(boxes[:, first]), scale) - 0.5
+    end = numerics.product(numerics.round_half_away(boxes[:, first + 2]) + 1, scale) - 0.5
     size = jnp.maximum(end - start, 0.1)  # also turns an inverted box upright
-    bin_size = roi_lib.divide(size, gs)
-    sub_size = roi_lib.divide(bin_size, bins)
+    bin_size = numerics.divide(size, gs)
+    sub_size = numerics.divide(bin_size, bins)
     i = np.arange(gs, dtype=dtype)
-    bin_start = roi_lib.product(i[None, :], bin_size[:, None]) + start[:, None]  # (R, gs)
+    bin_start = numerics.product(i[None, :], bin_size[:, None]) + start[:, None]  # (R, gs)
     # (K, R, gs_h, gs_w): each bin starts by its row (or column) and moves by its part's offset.
     corner = bin_start[None, :, :, None] if along_rows else bin_start[None, :, None, :]
     if trans is not None:
-        corner = corner + roi_lib.product(trans, size[None, :, None, None])
+        corner = corner + numerics.product(trans, size[None, :, None, None])
     s = np.arange(bins, dtype=dtype)
-    position = corner[..., None] + roi_lib.product(s, sub_size[None, :, None, None, None])
+    position = corner[..., None] + numerics.product(s, sub_size[None, :, None, None, None])
     # A sample outside [-0.5, L - 0.5] is skipped: it neither reads nor counts.
     on_map = (position >= -0.5) & (position <= length - 0.5)
     count = jnp.sum(on_map, axis=-1, keepdims=True, dtype=np.int32)
     scale_by = on_map.astype(dtype) / jnp.maximum(count, 1).astype(dtype)
-    index, weight = roi_lib.axis_corners(jnp.clip(position, 0, length - 1), length)
+    index, weight = bilinear.axis_corners(jnp.clip(position, 0, length - 1), length)
     return index, weight * scale_by[..., None]
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
-@roi_lib.nan_boxes
+@frame.nan_boxes
 def _deformable_psroi_pool(
     x: jax.Array, rois: jax.Array, offsets: jax.Array | None, attrs: Deformable
 ) -> jax.Array:
     n, _, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     gs, dim, num_rois = attrs.group_size, attrs.output_dim, rois.shape[0]
-    empty = roi_lib.nothing_read(n, num_rois, dim, (gs, gs), x.dtype, attrs.data_format)
+    empty = frame.nothing_read(n, num_rois, dim, (gs, gs), x.dtype, attrs.data_format)
     if empty is not None:
         return empty
     wide = rois.dtype if offsets is None else np.promote_types(rois.dtype, offsets.dtype)
-    dtype = roi_lib.compute_dtype(x.dtype, wide)
+    dtype = numerics.compute_dtype(x.dtype, wide)
     boxes = rois.astype(dtype)
     batch_index = jnp.trunc(jax.lax.stop_gradient(boxes[:, 0]))
-    batch, inside = roi_lib.batch_or_zero(batch_index, n)
-    keep = (inside & roi_lib.listed(batch_index)).astype(dtype)
+    batch, inside = frame.batch_or_zero(batch_index, n)
+    keep = (inside & frame.listed(batch_index)).astype(dtype)
 
     classes, trans_x, trans_y = 1, None, None
     if offsets is not None:
@@ -99,7 +101,7 @@ def _deformable_psroi_pool(
         # times trans_std, in units of the box's size: (K, R, gs, gs) per axis.
         classes, part = offsets.shape[1] // 2, attrs.part_size
         parts = np.arange(gs) * part // gs
-        trans = roi_lib.product(offsets.astype(dtype), attrs.trans_std)
+        trans = numerics.product(offsets.astype(dtype), attrs.trans_std)
         trans = trans[:, :, parts[:, None], parts[None, :]]
         trans = trans.reshape(num_rois, classes, 2, gs, gs).transpose(2, 1, 0, 3, 4)
         trans_x, trans_y = trans[0], trans[1]
@@ -115,7 +117,7 @@ def _deformable_psroi_pool(
 
     # Input channel ((k * D_k + d) * gs + i) * gs + j serves bin (i, j) of output channel
     # k * D_k + d (D_k = output_dim / K channels per class): the map as [K, N, gs, gs, H, W, D_k].
-    xt = roi_lib.channels_last(x, attrs.data_format)
+    xt = frame.channels_last(x, attrs.data_format)
     each = dim // classes
     xg = xt.reshape(n, height, width, classes, each, gs, gs).transpose(3, 0, 5, 6, 1, 2, 4)
     i = jnp.arange(gs, dtype=np.int32)
@@ -128,7 +130,7 @@ def _deformable_psroi_pool(
     # reads (no channel moves between classes).
     pooled = jax.vmap(pool_class)(xg, y_index, y_weight, x_index, x_weight)  # (K, R, gs, gs, D_k)
     pooled = pooled.transpose(1, 2, 3, 0, 4).reshape(num_rois, gs, gs, dim)
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
+    return frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 def _check_offsets(offsets: jax.Array, num_rois: int, dim: int, part_size: int | None) -> int:

@@ -26,7 +26,9 @@ import numpy as np
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
-from jaxpool._src import roi as roi_lib
+from jaxpool._src import bilinear
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 
 if TYPE_CHECKING:
     from jaxpool._src.sample_axes import Axis
@@ -121,7 +123,7 @@ def _search(xt, lead, y: Axis, x: Axis, keep, mode):
                 larger = (value > best) | (slot == 0)
                 code = slot * 4 + corner
             else:
-                value = roi_lib.bilinear_samples(xt, lead, *grid)
+                value = bilinear.bilinear_samples(xt, lead, *grid)
                 larger, code = value > best, slot
             larger = larger & held[..., None]
             best = jnp.where(larger, value, best)
@@ -141,9 +143,7 @@ def _largest_term(xt, lead, y_index, y_weight, x_index, x_weight):
     best = corner = None
     for a, b in itertools.product(range(2), range(2)):
         weight = (y_weight[..., a] * x_weight[..., b])[..., None]
-        term = weight * roi_lib.read(xt, *lead, y_index[..., a], x_index[..., b]).astype(
-            weight.dtype
-        )
+        term = weight * frame.read(xt, *lead, y_index[..., a], x_index[..., b]).astype(weight.dtype)
         if best is None or corner is None:
             best, corner = term, jnp.zeros(term.shape, np.int32)
             continue
@@ -186,7 +186,7 @@ def _corners_at(axis: Axis, slot: jax.Array, onnx: bool) -> tuple[jax.Array, jax
     """The corners ``(..., 2)`` of the samples in ``slot`` of an expanded axis."""
     s, _ = axis.sample(slot, onnx and axis.adaptive)
     position = axis.position(s)
-    index, weight = roi_lib.axis_corners(position, roi_lib.as_dtype(axis.length, position.dtype))
+    index, weight = bilinear.axis_corners(position, numerics.as_dtype(axis.length, position.dtype))
     offset = axis.offset if isinstance(axis.offset, int) else axis.offset[..., None]
     return index + offset, weight
 
@@ -208,8 +208,8 @@ def _outside_reads_origin(
     """
     y_outside = jnp.all(y_weight == 0, -1, keepdims=True)
     x_outside = jnp.all(x_weight == 0, -1, keepdims=True)
-    y_index = jnp.where(x_outside, roi_lib.per_box(y_offset, y_index.ndim), y_index)
-    x_index = jnp.where(y_outside, roi_lib.per_box(x_offset, x_index.ndim), x_index)
+    y_index = jnp.where(x_outside, numerics.per_box(y_offset, y_index.ndim), y_index)
+    x_index = jnp.where(y_outside, numerics.per_box(x_offset, x_index.ndim), x_index)
     # Every array takes the samples' shape: JAX before 0.10 loses part of the weights'
     # cotangent where they broadcast against indices that span the whole grid.
     shape = jnp.broadcast_shapes(y_index.shape, x_index.shape)

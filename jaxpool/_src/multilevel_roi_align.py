@@ -14,6 +14,8 @@ import numpy as np
 
 from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 from jaxpool._src.roi_align import MODES
 
@@ -52,15 +54,15 @@ def levels(rois: jax.Array, attrs: Pyramid) -> tuple[jax.Array, jax.Array]:
     area ``(x2 - x1) * (y2 - y1)``, its square root divided by the canonical size (correctly
     rounded), then the rule's logarithm, epsilon and floor.
     """
-    boxes = rois.astype(roi_lib.compute_dtype(rois.dtype, rois.dtype))
+    boxes = rois.astype(numerics.compute_dtype(rois.dtype, rois.dtype))
     area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     count = len(attrs.spatial_scales)
     if attrs.level_rule == "openvino":
-        ratio = roi_lib.divide(jnp.sqrt(area), _OPENVINO_SIZE)
+        ratio = numerics.divide(jnp.sqrt(area), _OPENVINO_SIZE)
         k = jnp.floor(jnp.log2(ratio + np.asarray(1e-6, boxes.dtype)) + _OPENVINO_LEVEL)
         low, high, keep = 0, count - 1, area > 0
     else:
-        ratio = roi_lib.divide(jnp.sqrt(area), attrs.canonical_size)
+        ratio = numerics.divide(jnp.sqrt(area), attrs.canonical_size)
         if attrs.level_rule == "torchvision":
             k = jnp.floor(attrs.canonical_level + jnp.log2(ratio) + np.asarray(1e-6, boxes.dtype))
         else:
@@ -85,7 +87,7 @@ def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, 
     every box read its own level in one gather, with no (boxes x levels) work.
     """
     if len(features) == 1:
-        return roi_lib.channels_last(features[0], data_format), np.zeros((1, 2), np.int32)
+        return frame.channels_last(features[0], data_format), np.zeros((1, 2), np.int32)
     # Each level is transposed as it is copied onto the map: XLA writes the map in one pass,
     # where a transpose of the whole map would be a second copy.
     maps = [f if data_format == "NXC" else jnp.moveaxis(f, 1, -1) for f in features]
@@ -99,12 +101,12 @@ def canvas(features: Sequence[jax.Array], data_format: str) -> tuple[jax.Array, 
     row = jnp.concatenate([padded(f, below, f.shape[2]) for f in maps[1:]], axis=2)
     whole = jnp.concatenate([padded(maps[0], heights[0], width), padded(row, below, width)], 1)
     if data_format == "NCX":
-        whole = roi_lib.stored_row_major(whole)
+        whole = frame.stored_row_major(whole)
     return whole, np.array(origin, np.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("attrs",))
-@roi_lib.nan_boxes
+@frame.nan_boxes
 def _multilevel_roi_align(
     features: tuple[jax.Array, ...], rois: jax.Array, batch_indices: jax.Array, attrs: Pyramid
 ) -> jax.Array:
@@ -112,7 +114,7 @@ def _multilevel_roi_align(
     ncx = [window_lib.to_ncx_shape(f.shape, align.data_format) for f in features]
     n, channels = ncx[0][:2]
     dtype = features[0].dtype
-    empty = roi_lib.nothing_read(
+    empty = frame.nothing_read(
         n, rois.shape[0], channels, align.output_size, dtype, align.data_format
     )
     if empty is not None:
@@ -120,7 +122,7 @@ def _multilevel_roi_align(
     level, keep = levels(rois, attrs)
     xt, origin = canvas(features, align.data_format)
     per_level = np.array([(s[2], s[3]) for s in ncx], np.int32)
-    coords = roi_lib.compute_dtype(dtype, rois.dtype)
+    coords = numerics.compute_dtype(dtype, rois.dtype)
     scale = jnp.asarray(np.array(attrs.spatial_scales, coords))[level]
     y, x = sampling.aligned_axes(
         rois,
@@ -132,9 +134,9 @@ def _multilevel_roi_align(
         longest=(int(per_level[:, 0].max()), int(per_level[:, 1].max())),
         at_least_one=True if attrs.level_rule == "openvino" else None,
     )
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    batch, inside = frame.batch_or_zero(batch_indices, n)
     pooled = sampling.pool_boxes(xt, (batch[:, None, None],), y, x, inside & keep, attrs.mode)
-    return roi_lib.from_channels_last(pooled.astype(dtype), align.data_format)
+    return frame.from_channels_last(pooled.astype(dtype), align.data_format)
 
 
 def _check_features(features: Any, data_format: str) -> tuple[jax.Array, ...]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
 from jaxpool._src import window as window_lib
 
 # What a bin with no samples gives: 0 (:func:`psroi_align`), or NaN where torchvision divides
@@ -20,21 +21,21 @@ EMPTY_BINS = ("zero", "nan")
 
 
 @functools.partial(jax.jit, static_argnames=("attrs", "empty_bin"))
-@roi_lib.nan_boxes
+@frame.nan_boxes
 def _psroi_align(
     x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align, empty_bin: str
 ) -> jax.Array:
     n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
     out_h, out_w = attrs.output_size
     dim, num_rois = channels // (out_h * out_w), rois.shape[0]
-    empty = roi_lib.nothing_read(n, num_rois, dim, attrs.output_size, x.dtype, attrs.data_format)
+    empty = frame.nothing_read(n, num_rois, dim, attrs.output_size, x.dtype, attrs.data_format)
     if empty is not None:
         return empty
     y, x_axis = sampling.aligned_axes(rois, x.dtype, attrs, (height, width))
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
+    batch, inside = frame.batch_or_zero(batch_indices, n)
     # Channel (c * out_h + i) * out_w + j serves bin (i, j) of output channel c: the map as
     # [N, out_h, out_w, H, W, D], read at the batch index and the bin.
-    xt = roi_lib.channels_last(x, attrs.data_format)
+    xt = frame.channels_last(x, attrs.data_format)
     xg = xt.reshape(n, height, width, dim, out_h, out_w).transpose(0, 4, 5, 1, 2, 3)
     i = jnp.arange(out_h, dtype=np.int32)[None, :, None]
     j = jnp.arange(out_w, dtype=np.int32)[None, None, :]
@@ -46,7 +47,7 @@ def _psroi_align(
         zero = [(a.count == 0) & (a.step > -1) for a in (y, x_axis)]
         nan = ((zero[0] | zero[1]) & inside)[:, None, None, None]
         pooled = jnp.where(nan, jnp.asarray(np.nan, pooled.dtype), pooled)
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
+    return frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 @exporting.exportable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -9,8 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting
+from jaxpool._src import bilinear, exporting, integer_bins
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 
 MODES = ("average", "bilinear")
@@ -19,155 +22,145 @@ MODES = ("average", "bilinear")
 ROUNDINGS = ("openvino", "torchvision")
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=(
-        "output_dim",
-        "group_size",
-        "spatial_scale",
-        "mode",
-        "spatial_bins",
-        "rounding",
-        "data_format",
-    ),
-)
-@roi_lib.nan_boxes
-def _psroi_pool(
-    x: jax.Array,
-    rois: jax.Array,
-    output_dim: int,
-    group_size: tuple[int, int],
-    spatial_scale: float,
-    mode: str,
-    spatial_bins: tuple[int, int],
-    rounding: str,
-    data_format: str,
+@dataclasses.dataclass(frozen=True)
+class PSPooling:
+    """The static attributes of a PSROIPooling, checked (a hashable ``jit`` argument);
+    ``spatial_bins`` is ``(1, 1)`` in mode ``"average"``."""
+
+    output_dim: int
+    group_size: tuple[int, int]
+    spatial_scale: float
+    mode: str
+    spatial_bins: tuple[int, int]
+    rounding: str
+    data_format: str
+
+
+def _clipped(edge: jax.Array, top: int) -> jax.Array:
+    """Integer bin edges clipped to ``[0, top]``, with no derivative."""
+    return jax.lax.stop_gradient(jnp.clip(edge, 0, top)).astype(np.int32)
+
+
+def _openvino_bins(
+    start: jax.Array, end: jax.Array, length: int, gs: int, scale: float
+) -> tuple[jax.Array, jax.Array]:
+    """PSROIPooling-1's bins along one axis, ``(R, gs)`` each: the box spans ``round(start) *
+    scale`` to ``round(end + 1) * scale``, at least 0.1 (the runtime's floor on the box size,
+    which also turns inverted boxes upright), and each edge is rounded outwards after adding
+    the box's start."""
+    i = np.arange(gs, dtype=start.dtype)
+    start = numerics.round_half_away(start) * scale
+    end = numerics.round_half_away(end + 1) * scale
+    bin_size = numerics.divide(jnp.maximum(end - start, 0.1), gs)
+    lo = jnp.floor(numerics.product(i, bin_size[:, None]) + start[:, None])
+    hi = jnp.ceil(numerics.product(i + 1, bin_size[:, None]) + start[:, None])
+    return _clipped(lo, length), _clipped(hi, length)
+
+
+def _torchvision_bins(
+    start: jax.Array, end: jax.Array, length: int, gs: int, scale: float
+) -> tuple[jax.Array, jax.Array]:
+    """torchvision's ``ps_roi_pool`` bins along one axis, ``(R, gs)`` each: it rounds the
+    scaled corners to whole elements, spans at least one element, offsets the bins' integer
+    edges by the start, and clips both edges to the last element (its forward kernels never
+    read the last row or column)."""
+    i = np.arange(gs, dtype=start.dtype)
+    start = numerics.round_half_away(start * scale)
+    end = numerics.round_half_away(end * scale)
+    bin_size = numerics.divide(jnp.maximum(end - start, 1), gs)
+    lo = jnp.floor(numerics.product(i, bin_size[:, None])) + start[:, None]
+    hi = jnp.ceil(numerics.product(i + 1, bin_size[:, None])) + start[:, None]
+    return _clipped(lo, length - 1), _clipped(hi, length - 1)
+
+
+_ROUNDINGS = {"openvino": _openvino_bins, "torchvision": _torchvision_bins}
+
+
+def _average(
+    xt: jax.Array, boxes: jax.Array, batch: jax.Array, inside: jax.Array, attrs: PSPooling
 ) -> jax.Array:
+    """Mode ``"average"``: each bin's mean over its integer bin of its own channel,
+    ``(R, group_h, group_w, output_dim)``, read by
+    :func:`jaxpool._src.integer_bins.pool_bins`."""
+    n, height, width, _ = xt.shape
+    group_h, group_w = attrs.group_size
+    # Channel (c_out * group_h + i) * group_w + j serves bin (i, j) of output channel c_out.
+    xg = xt.reshape(n, height, width, attrs.output_dim, group_h, group_w)
+    xg = xg.transpose(0, 4, 5, 1, 2, 3)
+    bins = _ROUNDINGS[attrs.rounding]
+    scale = attrs.spatial_scale
+    low_h, high_h = bins(boxes[:, 2], boxes[:, 4], height, group_h, scale)
+    low_w, high_w = bins(boxes[:, 1], boxes[:, 3], width, group_w, scale)
+    lead = (
+        batch[:, None, None],
+        np.arange(group_h, dtype=np.int32)[:, None],
+        np.arange(group_w, dtype=np.int32),
+    )
+    pooled, _ = integer_bins.pool_bins(
+        xg, lead, (low_h, low_w), (high_h, high_w), inside, reduce="mean", dtype=boxes.dtype
+    )
+    return pooled
+
+
+def _bilinear(
+    xt: jax.Array, boxes: jax.Array, batch: jax.Array, inside: jax.Array, attrs: PSPooling
+) -> jax.Array:
+    """Mode ``"bilinear"``: each bin's mean over the spatial bins of one bilinear sample of
+    their own channels, ``(R, group_h, group_w, output_dim)``."""
+    n, height, width, _ = xt.shape
+    bins_y, bins_x = attrs.spatial_bins
+    # Channel (b_y * bins_x + b_x) * output_dim + c_out serves spatial bin (b_y, b_x).
+    xg = xt.reshape(n, height, width, bins_y, bins_x, attrs.output_dim)
+    xg = xg.transpose(0, 3, 4, 1, 2, 5)
+    corners = []
+    for first, last, length, bins, gs in (
+        (2, 4, height, bins_y, attrs.group_size[0]),
+        (1, 3, width, bins_x, attrs.group_size[1]),
+    ):
+        start = boxes[:, first] * attrs.spatial_scale
+        end = boxes[:, last] * attrs.spatial_scale
+        bin_size = numerics.divide(end - start, bins)[:, None]
+        b = np.arange(bins, dtype=boxes.dtype)
+        bin_start = start[:, None] + numerics.product(b, bin_size)  # (R, bins)
+        bin_end = start[:, None] + numerics.product(b + 1, bin_size)
+        corners.append(bilinear.sample_points(bin_start, bin_end, gs, length))
+    (y_index, y_weight), (x_index, x_weight) = corners  # (R, bins, group, 2)
+    y_weight = y_weight * inside[:, None, None, None].astype(boxes.dtype)
+    values = bilinear.bilinear_samples(
+        xg,
+        (
+            batch[:, None, None, None, None],
+            np.arange(bins_y)[:, None, None, None],
+            np.arange(bins_x)[:, None],
+        ),
+        y_index[:, :, :, None, None],
+        y_weight[:, :, :, None, None],
+        x_index[:, None, None],
+        x_weight[:, None, None],
+    )  # (R, bins_y, group_h, bins_x, group_w, output_dim)
+    return values.sum((1, 3)) / np.asarray(bins_y * bins_x, boxes.dtype)
+
+
+_PROGRAMS = {"average": _average, "bilinear": _bilinear}
+
+
+@functools.partial(jax.jit, static_argnames=("attrs",))
+@frame.nan_boxes
+def _psroi_pool(x: jax.Array, rois: jax.Array, attrs: PSPooling) -> jax.Array:
     n = x.shape[0]
-    empty = roi_lib.nothing_read(n, rois.shape[0], output_dim, group_size, x.dtype, data_format)
+    empty = frame.nothing_read(
+        n, rois.shape[0], attrs.output_dim, attrs.group_size, x.dtype, attrs.data_format
+    )
     if empty is not None:
         return empty
-    xt = roi_lib.channels_last(x, data_format)
-    _, height, width, _ = xt.shape
-    group_h, group_w = group_size
-    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
-    boxes = rois.astype(dtype)
+    xt = frame.channels_last(x, attrs.data_format)
+    boxes = rois.astype(numerics.compute_dtype(x.dtype, rois.dtype))
     batch_index = jnp.trunc(jax.lax.stop_gradient(boxes[:, 0]))
-    batch, inside = roi_lib.batch_or_zero(batch_index, n)
-    if rounding == "openvino":
-        inside = inside & roi_lib.listed(batch_index)
-    if mode == "average":
-        # Channel (c_out * group_h + i) * group_w + j serves bin (i, j) of output channel c_out.
-        xg = xt.reshape(n, height, width, output_dim, group_h, group_w).transpose(0, 4, 5, 1, 2, 3)
-        lows, highs, bounds = [], [], []
-        for first, last, length, gs in ((2, 4, height, group_h), (1, 3, width, group_w)):
-            i = np.arange(gs, dtype=dtype)
-            if rounding == "openvino":
-                start = roi_lib.round_half_away(boxes[:, first]) * spatial_scale
-                end = roi_lib.round_half_away(boxes[:, last] + 1) * spatial_scale
-                # The runtime's floor on the box size, which also turns inverted boxes upright.
-                bin_size = roi_lib.divide(jnp.maximum(end - start, 0.1), gs)
-                lo = jnp.floor(roi_lib.product(i, bin_size[:, None]) + start[:, None])
-                hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None]) + start[:, None])
-                top = length
-            else:
-                # torchvision rounds the scaled corners to whole elements, spans at least one
-                # element, offsets the bins' integer edges by the start, and clips both edges
-                # to the last element (its forward kernels never read the last row or column).
-                start = roi_lib.round_half_away(boxes[:, first] * spatial_scale)
-                end = roi_lib.round_half_away(boxes[:, last] * spatial_scale)
-                bin_size = roi_lib.divide(jnp.maximum(end - start, 1), gs)
-                lo = jnp.floor(roi_lib.product(i, bin_size[:, None])) + start[:, None]
-                hi = jnp.ceil(roi_lib.product(i + 1, bin_size[:, None])) + start[:, None]
-                top = length - 1
-            lows.append(jax.lax.stop_gradient(jnp.clip(lo, 0, top)).astype(np.int32))
-            highs.append(jax.lax.stop_gradient(jnp.clip(hi, 0, top)).astype(np.int32))
-            bounds.append(roi_lib.bin_bound(length, gs))
-        lengths = (height, width)
-
-        def chunk_sum(offset_h: Any, offset_w: Any) -> jax.Array:
-            """Each bin's sum over one chunk of ``bin_bound`` elements per axis."""
-            (index_h, valid_h), (index_w, valid_w) = (
-                roi_lib.bin_chunk(lows[a], highs[a], offset, bounds[a], lengths[a])
-                for a, offset in enumerate((offset_h, offset_w))
-            )
-            index, valid = (index_h, index_w), (valid_h, valid_w)
-            values = roi_lib.read(
-                xg,
-                batch[:, None, None, None, None],
-                np.arange(group_h, dtype=np.int32)[:, None, None, None],
-                np.arange(group_w, dtype=np.int32)[:, None],
-                index[0][:, :, :, None, None],
-                index[1][:, None, None],
-            )  # (R, group_h, bound_h, group_w, bound_w, output_dim)
-            mask = (
-                valid[0][:, :, :, None, None]
-                & valid[1][:, None, None]
-                & inside[:, None, None, None, None]
-            )
-            return jnp.where(mask[..., None], values.astype(dtype), 0).sum((2, 4))
-
-        # One chunk holds every bin of a box no larger than the map plus one element; the
-        # bins of larger boxes take the further chunks, read only when some bin needs them.
-        # The loop's trip count is static so that it stays differentiable in both modes.
-        total = chunk_sum(0, 0)
-        chunks = [-(-lengths[a] // bounds[a]) for a in range(2)]
-        if chunks[0] * chunks[1] > 1:
-            longer = [jnp.any(highs[a] - lows[a] > bounds[a]) for a in range(2)]
-
-            def further(total: jax.Array) -> jax.Array:
-                def body(t: jax.Array, acc: jax.Array) -> jax.Array:
-                    return acc + chunk_sum((t + 1) // chunks[1], (t + 1) % chunks[1])
-
-                return jax.lax.fori_loop(0, chunks[0] * chunks[1] - 1, body, total)
-
-            total = jax.lax.cond(longer[0] | longer[1], further, lambda total: total, total)
-        count = [jnp.maximum(highs[a] - lows[a], 0) for a in range(2)]
-        area = (count[0][:, :, None] * count[1][:, None, :]).astype(dtype)
-        pooled = total / jnp.where(area > 0, area, 1)[..., None]
-    else:
-        bins_y, bins_x = spatial_bins
-        # Channel (b_y * bins_x + b_x) * output_dim + c_out serves spatial bin (b_y, b_x).
-        xg = xt.reshape(n, height, width, bins_y, bins_x, output_dim).transpose(0, 3, 4, 1, 2, 5)
-        corners = []
-        for first, last, length, bins, gs in (
-            (2, 4, height, bins_y, group_h),
-            (1, 3, width, bins_x, group_w),
-        ):
-            start = boxes[:, first] * spatial_scale
-            end = boxes[:, last] * spatial_scale
-            bin_size = roi_lib.divide(end - start, bins)[:, None]
-            b = np.arange(bins, dtype=dtype)
-            bin_start = start[:, None] + roi_lib.product(b, bin_size)  # (R, bins)
-            bin_end = start[:, None] + roi_lib.product(b + 1, bin_size)
-            if gs > 1:
-                step = roi_lib.divide((bin_end - bin_start) * (length - 1), gs - 1)
-                i = np.arange(gs, dtype=dtype)
-                point = (
-                    roi_lib.product(i[None, None, :], step[:, :, None])
-                    + roi_lib.product(bin_start, length - 1)[:, :, None]
-                )
-            else:
-                point = (0.5 * (bin_start + bin_end) * (length - 1))[:, :, None]
-            ok = (point >= 0) & (point <= length - 1)
-            idx, weight = roi_lib.axis_corners(point, length)  # (R, bins, group, 2)
-            corners.append((idx, weight * ok[..., None].astype(dtype)))
-        (y_index, y_weight), (x_index, x_weight) = corners
-        y_weight = y_weight * inside[:, None, None, None].astype(dtype)
-        values = roi_lib.bilinear_samples(
-            xg,
-            (
-                batch[:, None, None, None, None],
-                np.arange(bins_y)[:, None, None, None],
-                np.arange(bins_x)[:, None],
-            ),
-            y_index[:, :, :, None, None],
-            y_weight[:, :, :, None, None],
-            x_index[:, None, None],
-            x_weight[:, None, None],
-        )  # (R, bins_y, group_h, bins_x, group_w, output_dim)
-        pooled = values.sum((1, 3)) / np.asarray(bins_y * bins_x, dtype)
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+    batch, inside = frame.batch_or_zero(batch_index, n)
+    if attrs.rounding == "openvino":
+        inside = inside & frame.listed(batch_index)
+    pooled = _PROGRAMS[attrs.mode](xt, boxes, batch, inside, attrs)
+    return frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 @exporting.exportable
@@ -282,4 +275,7 @@ def psroi_pool(
             f"= {dim} * {bins[0]} * {bins[1]} = {dim * bins[0] * bins[1]} (`spatial_bins`="
             f"{spatial_bins!r})."
         )
-    return _psroi_pool(x, rois, dim, group, scale, mode, bins, rounding, data_format)
+    attrs = PSPooling(
+        dim, (group[0], group[1]), scale, mode, (bins[0], bins[1]), rounding, data_format
+    )
+    return _psroi_pool(x, rois, attrs)

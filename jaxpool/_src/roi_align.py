@@ -9,6 +9,7 @@ import jax
 
 from jaxpool._src import exporting, sampling
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
 from jaxpool._src import window as window_lib
 
 MODES = ("avg", "max")
@@ -19,21 +20,21 @@ ONNX_MAX = "onnx_max"
 
 
 @functools.partial(jax.jit, static_argnames=("attrs", "mode"))
-@roi_lib.nan_boxes
+@frame.nan_boxes
 def _roi_align(
     x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: sampling.Align, mode: str
 ) -> jax.Array:
     n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
-    empty = roi_lib.nothing_read(
+    empty = frame.nothing_read(
         n, rois.shape[0], channels, attrs.output_size, x.dtype, attrs.data_format
     )
     if empty is not None:
         return empty
     y, x_axis = sampling.aligned_axes(rois, x.dtype, attrs, (height, width))
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
-    xt = roi_lib.channels_last(x, attrs.data_format)
+    batch, inside = frame.batch_or_zero(batch_indices, n)
+    xt = frame.channels_last(x, attrs.data_format)
     pooled = sampling.pool_boxes(xt, (batch[:, None, None],), y, x_axis, inside, mode)
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
+    return frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 @exporting.exportable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any
@@ -10,87 +11,107 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpool._src import exporting, sample_axes, sampling
+from jaxpool._src import bilinear, exporting, sample_axes, sampling
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("output_size", "spatial_scale", "sampling_ratio", "clockwise", "data_format"),
-)
-@roi_lib.nan_boxes
-def _roi_align_rotated(
-    x: jax.Array,
-    rois: jax.Array,
-    batch_indices: jax.Array,
-    output_size: tuple[int, int],
-    spatial_scale: float,
-    sampling_ratio: int,
-    clockwise: bool,
-    data_format: str,
-) -> jax.Array:
-    n, channels, height, width = window_lib.to_ncx_shape(x.shape, data_format)
-    empty = roi_lib.nothing_read(n, rois.shape[0], channels, output_size, x.dtype, data_format)
-    if empty is not None:
-        return empty
-    out_h, out_w = output_size
-    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
-    boxes = rois.astype(dtype)
-    center_x = boxes[:, 0] * spatial_scale - 0.5
-    center_y = boxes[:, 1] * spatial_scale - 0.5
-    roi_w = boxes[:, 2] * spatial_scale
-    roi_h = boxes[:, 3] * spatial_scale
-    angle = -boxes[:, 4] if clockwise else boxes[:, 4]
-    cos, sin = jnp.cos(angle), jnp.sin(angle)
+@dataclasses.dataclass(frozen=True)
+class Rotated:
+    """The static attributes of a ROIAlignRotated, checked (a hashable ``jit`` argument)."""
 
-    # Sample positions in the box's own frame, centred on the box.  Adaptive sampling reads
-    # the samples that can fall on the map: the map's rectangle [-1, W] x [-1, H] seen from
-    # the box's frame spans an interval along each of the box's axes.
-    corner_y = np.array([-1.0, -1.0, height, height], dtype)[None, :] - center_y[:, None]
-    corner_x = np.array([-1.0, width, -1.0, width], dtype)[None, :] - center_x[:, None]
+    output_size: tuple[int, int]
+    spatial_scale: float
+    sampling_ratio: int
+    clockwise: bool
+    data_format: str
+
+
+def _axes(
+    center_y: jax.Array,
+    center_x: jax.Array,
+    boxes: jax.Array,
+    cos: jax.Array,
+    sin: jax.Array,
+    attrs: Rotated,
+    lengths: tuple[int, int],
+) -> tuple[sample_axes.Axis, sample_axes.Axis]:
+    """The rows and the columns of the boxes' samples, in each box's own frame, centred on the
+    box.  Adaptive sampling reads the samples that can fall on the map: the map's rectangle
+    ``[-1, W] x [-1, H]`` seen from the box's frame spans an interval along each of its axes."""
+    height, width = lengths
+    corner_y = np.array([-1.0, -1.0, height, height], boxes.dtype)[None, :] - center_y[:, None]
+    corner_x = np.array([-1.0, width, -1.0, width], boxes.dtype)[None, :] - center_x[:, None]
     along_y = corner_y * cos[:, None] + corner_x * sin[:, None]
     along_x = corner_x * cos[:, None] - corner_y * sin[:, None]
     extent = math.hypot(height + 1, width + 1)
-    y = sample_axes.axis_samples(
-        -roi_h / 2,
-        roi_h,
-        out_h,
-        sampling_ratio,
-        height,
-        interval=(along_y.min(1)[:, None], along_y.max(1)[:, None], extent),
-    )
-    x_axis = sample_axes.axis_samples(
-        -roi_w / 2,
-        roi_w,
-        out_w,
-        sampling_ratio,
-        width,
-        interval=(along_x.min(1)[:, None], along_x.max(1)[:, None], extent),
-    )
-    batch, inside = roi_lib.batch_or_zero(batch_indices, n)
-    xt = roi_lib.channels_last(x, data_format)
+    axes = []
+    for along, size, out, length in (
+        (along_y, boxes[:, 3], attrs.output_size[0], height),
+        (along_x, boxes[:, 2], attrs.output_size[1], width),
+    ):
+        size = size * attrs.spatial_scale
+        interval = (along.min(1)[:, None], along.max(1)[:, None], extent)
+        axes.append(
+            sample_axes.axis_samples(
+                -size / 2, size, out, attrs.sampling_ratio, length, interval=interval
+            )
+        )
+    return axes[0], axes[1]
 
-    def corners(params, y, x_axis, top, left, side):
-        cos, sin, center_y, center_x, inside = params
-        ys, y_scale = y.positions(top, side)
-        xs, x_scale = x_axis.positions(left, side)
-        # The grid (R, out_h, side, out_w, side), rotated into the map.
-        py, px = ys[:, :, :, None, None], xs[:, None, None]
-        c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
-        sample_y = py * c - px * s + center_y[:, None, None, None, None]
-        sample_x = py * s + px * c + center_x[:, None, None, None, None]
-        y_index, y_weight = roi_lib.axis_corners(sample_y, height)
-        x_index, x_weight = roi_lib.axis_corners(sample_x, width)
-        y_scale = y_scale * inside.astype(dtype)[:, None, None]
-        y_weight = y_weight * y_scale[:, :, :, None, None, None]
-        x_weight = x_weight * x_scale[:, None, None, :, :, None]
-        return y_index, y_weight, x_index, x_weight
 
+def _corners(
+    lengths: tuple[int, int],
+    params: Any,
+    y: sample_axes.Axis,
+    x: sample_axes.Axis,
+    top: Any,
+    left: Any,
+    side: int,
+) -> sampling.Grid:
+    """The corners of a tile of samples (:data:`jaxpool._src.sampling.Corners`): the grid
+    ``(R, out_h, side, out_w, side)`` in the box's frame, rotated into the map."""
+    cos, sin, center_y, center_x, inside = params
+    ys, y_scale = y.positions(top, side)
+    xs, x_scale = x.positions(left, side)
+    py, px = ys[:, :, :, None, None], xs[:, None, None]
+    c, s = cos[:, None, None, None, None], sin[:, None, None, None, None]
+    sample_y = py * c - px * s + center_y[:, None, None, None, None]
+    sample_x = py * s + px * c + center_x[:, None, None, None, None]
+    y_index, y_weight = bilinear.axis_corners(sample_y, lengths[0])
+    x_index, x_weight = bilinear.axis_corners(sample_x, lengths[1])
+    y_scale = y_scale * inside.astype(cos.dtype)[:, None, None]
+    y_weight = y_weight * y_scale[:, :, :, None, None, None]
+    x_weight = x_weight * x_scale[:, None, None, :, :, None]
+    return y_index, y_weight, x_index, x_weight
+
+
+@functools.partial(jax.jit, static_argnames=("attrs",))
+@frame.nan_boxes
+def _roi_align_rotated(
+    x: jax.Array, rois: jax.Array, batch_indices: jax.Array, attrs: Rotated
+) -> jax.Array:
+    n, channels, height, width = window_lib.to_ncx_shape(x.shape, attrs.data_format)
+    empty = frame.nothing_read(
+        n, rois.shape[0], channels, attrs.output_size, x.dtype, attrs.data_format
+    )
+    if empty is not None:
+        return empty
+    boxes = rois.astype(numerics.compute_dtype(x.dtype, rois.dtype))
+    center_x = boxes[:, 0] * attrs.spatial_scale - 0.5
+    center_y = boxes[:, 1] * attrs.spatial_scale - 0.5
+    angle = -boxes[:, 4] if attrs.clockwise else boxes[:, 4]
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+    y, x_axis = _axes(center_y, center_x, boxes, cos, sin, attrs, (height, width))
+    batch, inside = frame.batch_or_zero(batch_indices, n)
+    xt = frame.channels_last(x, attrs.data_format)
     params = (cos, sin, center_y, center_x, inside)
+    corners = functools.partial(_corners, (height, width))
     lead, side = (batch[:, None, None],), sampling.SAMPLE_TILE
     pooled = sampling.pool_tiles(xt, lead, y, x_axis, corners, params, side)
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+    return frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
 
 
 @exporting.exportable
@@ -159,6 +180,5 @@ def roi_align_rotated(
     ratio = roi_lib.sampling_ratio(sampling_ratio)
     if not isinstance(clockwise, (bool, np.bool_)):
         raise TypeError(f"`clockwise` must be a bool, got {clockwise!r}.")
-    return _roi_align_rotated(
-        x, rois, batch_indices, size, scale, ratio, bool(clockwise), data_format
-    )
+    attrs = Rotated(size, scale, ratio, bool(clockwise), data_format)
+    return _roi_align_rotated(x, rois, batch_indices, attrs)

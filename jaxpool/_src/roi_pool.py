@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from jaxpool._src import exporting
+from jaxpool._src import bilinear, exporting, integer_bins
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_frame as frame
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 
 METHODS = ("max", "bilinear")
@@ -20,6 +22,43 @@ METHODS = ("max", "bilinear")
 # wins).  A method of the program, not of :func:`roi_pool`: :mod:`jaxpool.torch` binds
 # torchvision's ``roi_pool`` to it.
 TORCHVISION_MAX = "torchvision_max"
+
+
+@dataclasses.dataclass(frozen=True)
+class Pooling:
+    """The static attributes of a ROIPooling, checked (a hashable ``jit`` argument).
+
+    ``return_argmax``: the program returns the position of each maximum beside the values.
+    """
+
+    output_size: tuple[int, int]
+    spatial_scale: float
+    method: str
+    data_format: str
+    return_argmax: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        output_size: Any,
+        spatial_scale: Any,
+        method: Any,
+        data_format: str,
+        methods: tuple[str, ...],
+        return_argmax: Any = False,
+    ) -> Pooling:
+        """The attributes as given to :func:`roi_pool_any_method`, checked."""
+        size = roi_lib.output_hw(output_size)
+        scale = roi_lib.static_float("spatial_scale", spatial_scale)
+        window_lib.choice("method", method, methods)
+        if not isinstance(return_argmax, (bool, np.bool_)):
+            raise TypeError(f"`return_argmax` must be a bool, got {return_argmax!r}.")
+        if return_argmax and method == "bilinear":
+            raise ValueError(
+                "`return_argmax` (=True) needs a maximum over integer bins: `method` 'max' or "
+                f"{TORCHVISION_MAX!r}, got `method`={method!r}."
+            )
+        return cls(size, scale, method, data_format, bool(return_argmax))
 
 
 def _bin_edges(
@@ -35,191 +74,94 @@ def _bin_edges(
     for a in range(2):
         out, size = output_size[a], length[a]
         span = jnp.maximum(ends[a] - starts[a] + 1, 1).astype(dtype)
-        bin_size = roi_lib.divide(span, out)[:, None]
+        bin_size = numerics.divide(span, out)[:, None]
         i = np.arange(out, dtype=dtype)
-        lo = jnp.floor(roi_lib.product(i, bin_size)).astype(np.int32) + starts[a][:, None]
-        hi = jnp.ceil(roi_lib.product(i + 1, bin_size)).astype(np.int32) + starts[a][:, None]
+        lo = jnp.floor(numerics.product(i, bin_size)).astype(np.int32) + starts[a][:, None]
+        hi = jnp.ceil(numerics.product(i + 1, bin_size)).astype(np.int32) + starts[a][:, None]
         lows.append(jnp.clip(lo, 0, size))
         highs.append(jnp.clip(hi, 0, size))
     return lows, highs
 
 
-def _better(new: jax.Array, new_at: jax.Array, old: jax.Array, old_at: jax.Array) -> jax.Array:
-    """Whether a chunk's maximum ``new`` at ``new_at`` replaces ``old`` at ``old_at``, in
-    ``argmax``'s order: NaN first, then the larger value, then the earlier position."""
-    new_nan, old_nan = jnp.isnan(new), jnp.isnan(old)
-    same = (new == old) | (new_nan & old_nan)
-    return (new_nan & ~old_nan) | (new > old) | (same & (new_at < old_at))
-
-
 def _max_bins(
-    xt: jax.Array,
-    batch: jax.Array,
-    inside: jax.Array,
-    starts: tuple[jax.Array, jax.Array],
-    ends: tuple[jax.Array, jax.Array],
-    length: tuple[int, int],
-    output_size: tuple[int, int],
-    torchvision: bool,
-) -> jax.Array:
-    """The maximum over the integer bins of each box, 0 for an empty bin: ``(R, oh, ow, C)``.
+    xt: jax.Array, boxes: jax.Array, batch: jax.Array, inside: jax.Array, attrs: Pooling
+) -> tuple[jax.Array, jax.Array | None]:
+    """The maximum over the integer bins of each box, 0 for an empty bin, and its position ``h
+    * W + w`` (-1 where the bin gives no element): each ``(R, oh, ow, C)``.
 
-    Box ``r`` starts at element ``starts[a][r]`` and spans ``ends[a][r] - starts[a][r] + 1``
-    elements (at least 1) along axis ``a``; bin ``i`` of ``out`` covers ``[floor(i * s),
-    ceil((i + 1) * s))`` of it (``s`` the box size over ``out``), clipped to the map.  The
-    edges are computed in float32 (the OpenVINO runtime's), or with ``torchvision`` in the
-    features' dtype (float32 for 16-bit ones), and the maximum is then torchvision's: a scan
-    from ``-FLT_MAX`` that takes a strictly larger element, so that a NaN, ``-inf`` or
-    ``-FLT_MAX`` never becomes the maximum, and a bin of nothing else gives ``-FLT_MAX`` with
-    no derivative.
-
-    A bin is read in chunks of ``bin_bound`` elements per axis, which hold every bin of a box no
-    larger than the map plus one element in one chunk; the further chunks of larger boxes are
-    read in a loop whose trip count is the data's, so that the common case pays for one chunk.
-    The loop finds only where each maximum is (the first in row-major order of its bin, as
-    ``argmax`` does); the values are read there afterwards, so the derivative is that read's.
+    The corners times ``spatial_scale`` are rounded to elements: box ``r`` starts at element
+    ``y_1`` and spans ``y_2 - y_1 + 1`` elements (at least 1) along the rows (and likewise
+    the columns); bin ``i`` of ``out`` covers ``[floor(i * s), ceil((i + 1) * s))`` of it
+    (``s`` the box size over ``out``), clipped to the map.  The edges are computed in float32
+    (the OpenVINO runtime's), or for :data:`TORCHVISION_MAX` in the features' dtype (float32
+    for 16-bit ones), and the maximum is then torchvision's: a scan from ``-FLT_MAX`` that
+    takes a strictly larger element, so that a NaN, ``-inf`` or ``-FLT_MAX`` never becomes the
+    maximum, and a bin of nothing else gives ``-FLT_MAX`` with no derivative and no position.
+    The bins are read by :func:`jaxpool._src.integer_bins.pool_bins`.
     """
+    _, height, width, _ = xt.shape
+    x1, y1, x2, y2 = (
+        numerics.round_half_away(boxes[:, i] * attrs.spatial_scale).astype(np.int32)
+        for i in range(1, 5)
+    )
+    torchvision = attrs.method == TORCHVISION_MAX
     edge_dtype = np.promote_types(xt.dtype, np.float32) if torchvision else np.float32
-    lows, highs = _bin_edges(starts, ends, length, output_size, edge_dtype)
-    bounds = [roi_lib.bin_bound(length[a], output_size[a]) for a in range(2)]
-    # torchvision's -FLT_MAX in the features' dtype: -inf in a 16-bit float.
-    with np.errstate(over="ignore"):
-        lowest = jnp.asarray(np.float32(-np.finfo(np.float32).max).astype(xt.dtype))
-    fixed = jax.lax.stop_gradient(xt)
-    width = length[1]
-    unread = np.iinfo(np.int32).max
-
-    def chunk(offset_h: jax.Array, offset_w: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Each bin's largest value in one chunk and its flat position ``h * W + w`` (an
-        element outside the bin is ``-inf`` at position ``unread``)."""
-        (index_h, valid_h), (index_w, valid_w) = (
-            roi_lib.bin_chunk(lows[a], highs[a], offset, bounds[a], length[a])
-            for a, offset in enumerate((offset_h, offset_w))
-        )
-        index, valid = (index_h, index_w), (valid_h, valid_w)
-        # Elements on the grid (R, oh, bound_h, ow, bound_w, C).
-        values = roi_lib.read(
-            fixed,
-            batch[:, None, None, None, None],
-            index[0][:, :, :, None, None],
-            index[1][:, None, None],
-        )
-        mask = valid[0][:, :, :, None, None] & valid[1][:, None, None]
-        position = index[0][:, :, :, None, None] * width + index[1][:, None, None]
-        eligible = mask[..., None]
-        if torchvision:
-            eligible = eligible & (values > lowest)
-        values = jnp.where(eligible, values, jnp.asarray(-jnp.inf, values.dtype))
-        position = jnp.where(mask, position, unread)
-        r, c = values.shape[0], values.shape[-1]
-        grid = values.transpose(0, 1, 3, 5, 2, 4).reshape(r, *output_size, c, -1)
-        where = jnp.argmax(grid, axis=-1, keepdims=True)
-        best = jnp.take_along_axis(grid, where, axis=-1).squeeze(-1)
-        flat = position.transpose(0, 1, 3, 2, 4).reshape(r, *output_size, 1, -1)
-        return best, jnp.take_along_axis(flat, where, axis=-1).squeeze(-1)
-
-    # Chunks per bin, ceil((high - low) / bound), as a truncating division of non-negative
-    # integers: jnp's floor division of a negative one adds a select over `div` and `rem`, a
-    # pattern backends have compiled wrongly.
-    chunks = [
-        jnp.max(lax.div(highs[a] - lows[a] + bounds[a] - 1, np.int32(bounds[a])), initial=1)
-        for a in range(2)
-    ]
-
-    def body(state):
-        t, best, at = state
-        new, new_at = chunk(t // chunks[1], t % chunks[1])
-        take = _better(new, new_at, best, at)
-        return t + 1, jnp.where(take, new, best), jnp.where(take, new_at, at)
-
-    start = chunk(jnp.int32(0), jnp.int32(0))
-    _, _, at = jax.lax.while_loop(
-        lambda state: state[0] < chunks[0] * chunks[1], body, (jnp.int32(1), *start)
-    )
-    # One read per channel, the channel a batch axis of the gather: a map sharded over its
-    # channels is read where it lies.
-    at = jnp.minimum(at, length[0] * width - 1)
-    pooled = jax.vmap(
-        lambda plane, where: plane[batch[:, None, None], where // width, where % width],
-        in_axes=(-1, -1),
-        out_axes=-1,
-    )(xt, at)
-    empty = (
-        (highs[0] <= lows[0])[:, :, None]
-        | (highs[1] <= lows[1])[:, None, :]
-        | ~inside[:, None, None]
-    )
+    lows, highs = _bin_edges((y1, x1), (y2, x2), (height, width), attrs.output_size, edge_dtype)
+    above = None
     if torchvision:
-        # The element found is one no strictly larger scan takes only where every element of
-        # the bin is one: -FLT_MAX then, the scan's start.
-        pooled = jnp.where(pooled > lowest, pooled, lowest)
-    return jnp.where(empty[..., None], jnp.zeros_like(pooled), pooled)
+        # torchvision's -FLT_MAX in the features' dtype: -inf in a 16-bit float.
+        with np.errstate(over="ignore"):
+            above = jnp.asarray(np.float32(-np.finfo(np.float32).max).astype(xt.dtype))
+    lead = (batch[:, None, None],)
+    return integer_bins.pool_bins(xt, lead, lows, highs, inside, reduce="max", above=above)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("output_size", "spatial_scale", "method", "data_format")
-)
-@roi_lib.nan_boxes
-def _roi_pool(
-    x: jax.Array,
-    rois: jax.Array,
-    output_size: tuple[int, int],
-    spatial_scale: float,
-    method: str,
-    data_format: str,
-) -> jax.Array:
-    n, channels, height, width = window_lib.to_ncx_shape(x.shape, data_format)
-    empty = roi_lib.nothing_read(n, rois.shape[0], channels, output_size, x.dtype, data_format)
+def _bilinear_bins(
+    xt: jax.Array, boxes: jax.Array, batch: jax.Array, inside: jax.Array, attrs: Pooling
+) -> tuple[jax.Array, jax.Array | None]:
+    """One bilinear sample per bin (:func:`jaxpool._src.bilinear.sample_points`, the last at
+    the box's end), ``(R, oh, ow, C)``, and no positions."""
+    _, height, width, _ = xt.shape
+    out_h, out_w = attrs.output_size
+    y_index, y_weight = bilinear.sample_points(
+        boxes[:, 2], boxes[:, 4], out_h, height, last_at_end=True
+    )
+    x_index, x_weight = bilinear.sample_points(
+        boxes[:, 1], boxes[:, 3], out_w, width, last_at_end=True
+    )
+    y_weight = y_weight * inside[:, None, None].astype(y_weight.dtype)
+    pooled = bilinear.bilinear_samples(
+        xt,
+        (batch[:, None, None],),
+        y_index[:, :, None],
+        y_weight[:, :, None],
+        x_index[:, None],
+        x_weight[:, None],
+    )
+    return pooled, None
+
+
+_PROGRAMS = {"max": _max_bins, TORCHVISION_MAX: _max_bins, "bilinear": _bilinear_bins}
+
+
+@functools.partial(jax.jit, static_argnames=("attrs",))
+@frame.nan_boxes
+def _roi_pool(x: jax.Array, rois: jax.Array, attrs: Pooling) -> Any:
+    n, channels, _, _ = window_lib.to_ncx_shape(x.shape, attrs.data_format)
+    empty = frame.nothing_read(
+        n, rois.shape[0], channels, attrs.output_size, x.dtype, attrs.data_format
+    )
     if empty is not None:
-        return empty
-    out_h, out_w = output_size
-    dtype = roi_lib.compute_dtype(x.dtype, rois.dtype)
-    boxes = rois.astype(dtype)
-    batch, inside = roi_lib.batch_or_zero(jnp.trunc(boxes[:, 0]), n)
-    xt = roi_lib.channels_last(x, data_format)
-    if method != "bilinear":
-        x1, y1, x2, y2 = (
-            roi_lib.round_half_away(boxes[:, i] * spatial_scale).astype(np.int32)
-            for i in range(1, 5)
-        )
-        pooled = _max_bins(
-            xt,
-            batch,
-            inside,
-            (y1, x1),
-            (y2, x2),
-            (height, width),
-            output_size,
-            method == TORCHVISION_MAX,
-        )
-    else:
-        corners = []
-        for start, end, out, size in (
-            (boxes[:, 2], boxes[:, 4], out_h, height),
-            (boxes[:, 1], boxes[:, 3], out_w, width),
-        ):
-            if out > 1:
-                step = roi_lib.divide((end - start) * (size - 1), out - 1)
-                i = np.arange(out, dtype=dtype)
-                v = roi_lib.product(i, step[:, None]) + roi_lib.product(start, size - 1)[:, None]
-                # The runtime places the last sample at the box's end, not at a rounded sum.
-                v = v.at[:, -1].set(end * (size - 1))
-            else:
-                v = (0.5 * (start + end) * (size - 1))[:, None]
-            ok = (v >= 0) & (v <= size - 1)
-            index, weight = roi_lib.axis_corners(v, size)
-            corners.append((index, weight * ok[..., None].astype(dtype)))
-        (y_index, y_weight), (x_index, x_weight) = corners
-        y_weight = y_weight * inside[:, None, None].astype(dtype)
-        pooled = roi_lib.bilinear_samples(
-            xt,
-            (batch[:, None, None],),
-            y_index[:, :, None],
-            y_weight[:, :, None],
-            x_index[:, None],
-            x_weight[:, None],
-        )
-    return roi_lib.from_channels_last(pooled.astype(x.dtype), data_format)
+        return (empty, jnp.full(empty.shape, -1, np.int32)) if attrs.return_argmax else empty
+    boxes = rois.astype(numerics.compute_dtype(x.dtype, rois.dtype))
+    batch, inside = frame.batch_or_zero(jnp.trunc(boxes[:, 0]), n)
+    xt = frame.channels_last(x, attrs.data_format)
+    pooled, at = _PROGRAMS[attrs.method](xt, boxes, batch, inside, attrs)
+    pooled = frame.from_channels_last(pooled.astype(x.dtype), attrs.data_format)
+    if not attrs.return_argmax:
+        return pooled
+    assert at is not None  # Pooling.of allows the positions with a maximum only
+    return pooled, frame.from_channels_last(at, attrs.data_format)
 
 
 @exporting.exportable
@@ -292,14 +234,21 @@ def roi_pool_any_method(
     method: str = "max",
     data_format: str = "NCX",
     methods: tuple[str, ...] = (*METHODS, TORCHVISION_MAX),
-) -> jax.Array:
+    return_argmax: bool = False,
+) -> Any:
     """:func:`roi_pool` with ``method`` one of ``methods``: by default also
-    :data:`TORCHVISION_MAX`."""
+    :data:`TORCHVISION_MAX`.
+
+    With ``return_argmax`` (a maximum's ``method`` only) it returns ``(y, argmax)``: ``argmax``
+    (int32, ``y``'s shape and layout) holds the position ``h * W + w`` in its image's plane of
+    the element each output took (the first maximum in row-major order of its bin), and -1
+    where it took none: an empty bin, a batch index outside ``[0, N)``, a box holding a NaN,
+    and for :data:`TORCHVISION_MAX` a bin with no element above ``-FLT_MAX``.  torchvision's
+    ``roi_pool`` returns the same beside its values.  Its derivative is none (``float0``).
+    """
     x = jnp.asarray(x)
     rois = jnp.asarray(rois)
     roi_lib.check_features(x, data_format)
     roi_lib.check_rois(rois, 5, "(batch_index, x_1, y_1, x_2, y_2)")
-    size = roi_lib.output_hw(output_size)
-    scale = roi_lib.static_float("spatial_scale", spatial_scale)
-    window_lib.choice("method", method, methods)
-    return _roi_pool(x, rois, size, scale, method, data_format)
+    attrs = Pooling.of(output_size, spatial_scale, method, data_format, methods, return_argmax)
+    return _roi_pool(x, rois, attrs)

@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxpool._src import roi as roi_lib
+from jaxpool._src import bilinear
+from jaxpool._src import roi_numerics as numerics
 
 
 @jax.tree_util.register_pytree_node_class
@@ -75,7 +76,7 @@ class Axis:
             return a.reshape(shape)
 
         def per_box(a: Any) -> Any:
-            return roi_lib.per_box(a, rank)
+            return numerics.per_box(a, rank)
 
         return Axis(
             per_bin(self.first),
@@ -115,7 +116,7 @@ class Axis:
 
     def position(self, s: jax.Array) -> jax.Array:
         """The coordinate of sample ``s`` (the runtime's order of operations)."""
-        return self.first + roi_lib.product(self.step, s + np.asarray(0.5, s.dtype))
+        return self.first + numerics.product(self.step, s + np.asarray(0.5, s.dtype))
 
     def positions(self, start: Any, side: int, ends: bool = False) -> tuple[jax.Array, jax.Array]:
         """The positions of slots ``start ... start + side - 1`` of every bin, ``(R, out,
@@ -131,9 +132,9 @@ class Axis:
         """The elements the samples of :meth:`positions` read and their weights, ``(R, out,
         side, 2)`` (0 for a slot that holds no sample), and which slots hold one."""
         position, held = self.positions(start, side, ends)
-        length = roi_lib.per_box(self.length, 3)
-        index, weight = roi_lib.axis_corners(position, roi_lib.as_dtype(length, position.dtype))
-        return index + roi_lib.per_box(self.offset, 4), weight * held[..., None], held
+        length = numerics.per_box(self.length, 3)
+        index, weight = bilinear.axis_corners(position, numerics.as_dtype(length, position.dtype))
+        return index + numerics.per_box(self.offset, 4), weight * held[..., None], held
 
     def window(self, start: Any, side: int) -> tuple[jax.Array, jax.Array]:
         """The ``side + 1`` consecutive elements from the lower corner of sample ``lowest +
@@ -145,11 +146,11 @@ class Axis:
         itself; it is added to the last element.  Samples that read nothing carry weight 0.
         """
         index, weight, _ = self.corners(start, side)
-        offset = roi_lib.per_box(self.offset, 3)
+        offset = numerics.per_box(self.offset, 3)
         low, high = index[..., 0] - offset, index[..., 1] - offset
         begin = low[..., :1]
         element = np.arange(side + 1, dtype=np.int32).reshape(1, 1, -1)
-        elements = jnp.minimum(begin + element, roi_lib.per_box(self.length, 3) - 1) + offset
+        elements = jnp.minimum(begin + element, numerics.per_box(self.length, 3) - 1) + offset
         # Each element's weight as a sum of selects, elementwise (no reduction to compile).
         zero = jnp.zeros((), weight.dtype)
         terms = [
@@ -199,7 +200,7 @@ def axis_samples(
     ``[-1, length]``, the bilinear sample's rule (``longest`` bounds ``length`` when it holds
     one value per box).
     """
-    bin_size = roi_lib.divide(size, out)
+    bin_size = numerics.divide(size, out)
     return axis_of_bins(start, bin_size, out, sampling_ratio, length, offset, longest, interval)
 
 
@@ -221,11 +222,11 @@ def axis_of_bins(
         count = jnp.maximum(jnp.ceil(lax.stop_gradient(bin_size)), 0)
     step = bin_size / jnp.maximum(count, 1)
     i = np.arange(out, dtype=dtype)
-    first = start[:, None] + roi_lib.product(i[None, :], bin_size[:, None])
+    first = start[:, None] + numerics.product(i[None, :], bin_size[:, None])
     if sampling_ratio > 0:
         return Axis(first, step, count, None, None, length, offset, sampling_ratio)
     if interval is None:
-        high = roi_lib.as_dtype(roi_lib.per_box(length, 2), dtype)
+        high = numerics.as_dtype(numerics.per_box(length, 2), dtype)
         interval = (-1, high, (length if longest is None else longest) + 1)
     low, high, extent = interval
     top = reach_bound(extent)

@@ -28,6 +28,7 @@ from jax import lax
 
 from jaxpool._src import bin_reads, maxima
 from jaxpool._src import roi as roi_lib
+from jaxpool._src import roi_numerics as numerics
 from jaxpool._src import window as window_lib
 from jaxpool._src.sample_axes import Axis, axis_of_bins, pair, per_pair, unpair
 from jaxpool._src.tile_sum import tile_sum
@@ -71,11 +72,11 @@ def pool_tiles(
         row = _quotient(t, tiles_x, per_row)
         top, left = row * side, (t - row * tiles_x) * side
         y_index, y_weight, x_index, x_weight = corners(params, y, x, top, left, side)
-        return y_index, y_weight * roi_lib.per_box(scale, y_weight.ndim), x_index, x_weight
+        return y_index, y_weight * numerics.per_box(scale, y_weight.ndim), x_index, x_weight
 
     if not y.adaptive:
         y_index, y_weight, x_index, x_weight = corners(params, y, x, 0, 0, y.top)
-        y_weight = y_weight * roi_lib.per_box(scale, y_weight.ndim)
+        y_weight = y_weight * numerics.per_box(scale, y_weight.ndim)
         return bin_reads.pool_samples(xt, lead, y_index, y_weight, x_index, x_weight)
     tiles_y, tiles_x = _tiles(y, x, side)
 
@@ -201,7 +202,7 @@ def aligned_axes(
     then bounded by ``longest``).
     """
     (out_h, out_w), ratio = attrs.output_size, attrs.sampling_ratio
-    boxes = rois.astype(roi_lib.compute_dtype(x_dtype, rois.dtype))
+    boxes = rois.astype(numerics.compute_dtype(x_dtype, rois.dtype))
     scale = attrs.spatial_scale if scale is None else scale
     offset_src = 0.5 if attrs.aligned_mode == "half_pixel" else 0.0
     offset_dst = 0.0 if attrs.aligned_mode == "asymmetric" else -0.5
@@ -215,9 +216,9 @@ def aligned_axes(
     if longest is None and not isinstance(length, int):
         longest = (height, width)
     if out_h == out_w:
-        bin_size = roi_lib.divide(jnp.concatenate([roi_h, roi_w]), out_h)
+        bin_size = numerics.divide(jnp.concatenate([roi_h, roi_w]), out_h)
     else:
-        bin_size = jnp.concatenate([roi_lib.divide(roi_h, out_h), roi_lib.divide(roi_w, out_w)])
+        bin_size = jnp.concatenate([numerics.divide(roi_h, out_h), numerics.divide(roi_w, out_w)])
     both = axis_of_bins(
         jnp.concatenate([y1, x1]),
         bin_size,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jaxpool._src.interop import torch_fractional, torch_nn, torch_vision
+from jaxpool._src.roi_pool import TORCHVISION_MAX, roi_pool_any_method
 
 
 def _merged(*tables: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
@@ -162,10 +163,22 @@ def _torchvision_table() -> dict[str, Callable[..., Any]]:
         output = BINDERS["ps_roi_pool"](input, rois, (pooled_height, pooled_width), spatial_scale)
         return output, channel_mapping(output, pooled_height, pooled_width)
 
-    # `torchvision::roi_pool` returns the argmax of each bin beside the values, which the front
-    # end's `roi_pool` does not compute: not bound (torchax has no lowering for it either).
+    def roi_pool(input, rois, spatial_scale, pooled_height, pooled_width):
+        # torchvision's second output: the position h * W + w of the element each output took,
+        # -1 where it took none (int32, as its kernels make it).  Only its backward reads it;
+        # the gradient here flows through the values.
+        return roi_pool_any_method(
+            input,
+            rois,
+            (pooled_height, pooled_width),
+            spatial_scale=spatial_scale,
+            method=TORCHVISION_MAX,
+            return_argmax=True,
+        )
+
     return {
         "roi_align.default": roi_align,
+        "roi_pool.default": roi_pool,
         "ps_roi_align.default": ps_roi_align,
         "ps_roi_pool.default": ps_roi_pool,
     }
@@ -273,8 +286,9 @@ def register_torchax(env: Any = None) -> None:
     ``avg_pool{2,3}d``, ``adaptive_max_pool{2,3}d``, ``_adaptive_avg_pool{2,3}d``,
     ``fractional_max_pool{2,3}d``, whose random samples PyTorch draws from torchax's key,
     ``max_unpool{2,3}d``, whose indices are checked against its ``output_size``),
-    and, where ``torchvision`` imports, its ``roi_align``, ``ps_roi_align`` and
-    ``ps_roi_pool`` operators (``MultiScaleRoIAlign`` included, which calls ``roi_align``).
+    and, where ``torchvision`` imports, its ``roi_align``, ``roi_pool`` (with its argmax),
+    ``ps_roi_align`` and ``ps_roi_pool`` operators (``MultiScaleRoIAlign`` included, which
+    calls ``roi_align``).
     torchax differentiates them through JAX, so gradients are jaxpool's, which equal
     PyTorch's.
 
