@@ -60,6 +60,8 @@ def _plan_roi_pool(call: Call) -> Emit:
             f"`method` (={p['method']!r}): MaxRoiPool pools boxes rounded to elements "
             "(method='max'), and no ONNX node samples bilinearly per bin"
         )
+    if p.get("return_argmax"):
+        raise call.refuse("`return_argmax`: MaxRoiPool gives no argmax")
     compute = float_types(call, np.dtype(call.inputs[0].dtype))
     pooled_shape = _pair(call, "output_size")
     out_ncx = ncx_shape(call.outputs[0].shape, p["data_format"])
