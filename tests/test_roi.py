@@ -2,9 +2,12 @@
 
 Expected values come from the runtime (CPU plugin) on a random grid with fixed seeds: boxes
 from sub-pixel to the whole map and partly outside it, every mode, sampling ratios 0 to 4 and
-scales 1 to 1/32.  Derivatives: the gradient in ``x`` is the adjoint of the map whose
-forward values the runtime computes (``<J v, w> = <v, J^T w>``), and the derivatives in the
-boxes agree with central differences in float64.
+scales 1 to 1/32.  Each row of a value table compiles its programs once and checks two draws
+of boxes with them; the rows cover every mode with every sampling ratio, scale and layout, and
+every aligned mode with each mode and with adaptive sampling.  Derivatives: the gradient in
+``x`` is the adjoint of the map whose forward values the runtime computes
+(``<J v, w> = <v, J^T w>``), and the derivatives in the boxes agree with central differences
+in float64.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from cases import random_boxes
 import jaxpool
 
 SCALES = (1.0, 0.5, 1 / 16, 1 / 32)
+LAYOUTS = ("NCX", "NXC")
+ALIGNED_MODES = ("asymmetric", "half_pixel_for_nn", "half_pixel")
+MODES = ("avg", "max")
 ATOL = 2e-5
 
 # --------------------------------------------------------------------------------------------
@@ -37,8 +43,7 @@ _CORE = ov.Core()
 _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
-@functools.cache
-def _compiled(kind, x_shape, rois_shape, attrs):
+def _model(kind, x_shape, rois_shape, attrs):
     x = opset9.parameter(list(x_shape), ov.Type.f32)
     rois = opset9.parameter(list(rois_shape), ov.Type.f32)
     params = [x, rois]
@@ -52,7 +57,12 @@ def _compiled(kind, x_shape, rois_shape, attrs):
         node = opset2.roi_pooling(x, rois, **kwargs)
     else:
         node = opset1.psroi_pooling(x, rois, **kwargs)
-    return _CORE.compile_model(ov.Model(node.outputs(), params), "CPU", _CONFIG)
+    return ov.Model(node.outputs(), params)
+
+
+@functools.cache
+def _compiled(kind, x_shape, rois_shape, attrs):
+    return _CORE.compile_model(_model(kind, x_shape, rois_shape, attrs), "CPU", _CONFIG)
 
 
 def runtime(kind, x, rois, batch=None, **attrs):
@@ -64,72 +74,30 @@ def runtime(kind, x, rois, batch=None, **attrs):
     return np.asarray(model(inputs)[model.outputs[0]])
 
 
-def ov_roi_align(
-    x,
-    rois,
-    batch,
-    out,
-    *,
-    spatial_scale=1.0,
-    sampling_ratio=0,
-    mode="avg",
-    aligned_mode="asymmetric",
-):
-    return runtime(
-        "roi_align",
-        x,
-        rois,
-        batch,
-        pooled_h=out[0],
-        pooled_w=out[1],
-        sampling_ratio=sampling_ratio,
-        spatial_scale=float(spatial_scale),
-        mode=mode,
-        aligned_mode=aligned_mode,
-    )
+# The runtime's ops with jaxpool's arguments: (x, rois, [batch,] output size or dims, attributes).
+def ov_roi_align(x, rois, batch, out, *, spatial_scale=1.0, sampling_ratio=0, **attrs):
+    attrs = {"mode": "avg", "aligned_mode": "asymmetric", **attrs}
+    size = dict(pooled_h=out[0], pooled_w=out[1], spatial_scale=float(spatial_scale))
+    return runtime("roi_align", x, rois, batch, sampling_ratio=sampling_ratio, **size, **attrs)
 
 
-def ov_roi_align_rotated(
-    x, rois, batch, out, *, spatial_scale=1.0, sampling_ratio=0, clockwise=False
-):
-    return runtime(
-        "roi_align_rotated",
-        x,
-        rois,
-        batch,
-        pooled_h=out[0],
-        pooled_w=out[1],
-        sampling_ratio=sampling_ratio,
-        spatial_scale=float(spatial_scale),
-        clockwise_mode=clockwise,
-    )
+def ov_roi_align_rotated(x, rois, batch, out, *, spatial_scale=1.0, clockwise=False, **attrs):
+    size = dict(pooled_h=out[0], pooled_w=out[1], spatial_scale=float(spatial_scale))
+    attrs = {"sampling_ratio": 0, "clockwise_mode": clockwise, **attrs}
+    return runtime("roi_align_rotated", x, rois, batch, **size, **attrs)
 
 
 def ov_roi_pool(x, rois, out, *, spatial_scale=1.0, method="max"):
-    return runtime(
-        "roi_pool",
-        x,
-        rois,
-        output_roi=tuple(out),
-        spatial_scale=float(spatial_scale),
-        method=method,
-    )
+    scale = float(spatial_scale)
+    return runtime("roi_pool", x, rois, output_roi=tuple(out), spatial_scale=scale, method=method)
 
 
 def ov_psroi_pool(
-    x, rois, output_dim, group_size, *, spatial_scale=1.0, mode="average", spatial_bins=(1, 1)
+    x, rois, output_dim, group_size, *, spatial_scale=1.0, spatial_bins=(1, 1), mode="average"
 ):
-    return runtime(
-        "psroi_pool",
-        x,
-        rois,
-        output_dim=output_dim,
-        group_size=group_size,
-        spatial_scale=float(spatial_scale),
-        spatial_bins_x=spatial_bins[1],
-        spatial_bins_y=spatial_bins[0],
-        mode=mode,
-    )
+    dims = dict(output_dim=output_dim, group_size=group_size, spatial_scale=float(spatial_scale))
+    bins = dict(spatial_bins_x=spatial_bins[1], spatial_bins_y=spatial_bins[0])
+    return runtime("psroi_pool", x, rois, mode=mode, **dims, **bins)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,6 +115,10 @@ def to_nxc(a):
     return np.moveaxis(np.asarray(a), 1, -1)
 
 
+def in_layout(x, data_format):
+    return x if data_format == "NCX" else to_nxc(x)
+
+
 def check(got, want, data_format="NCX"):
     got = np.asarray(got)
     if data_format == "NXC":
@@ -154,48 +126,38 @@ def check(got, want, data_format="NCX"):
     np.testing.assert_allclose(got, want, rtol=0, atol=ATOL * max(1.0, np.abs(want).max()))
 
 
+def rows5(rng, boxes, n=2):
+    """``(batch_index, x_1, y_1, x_2, y_2)`` rows of ``boxes`` on random images."""
+    return np.concatenate([rng.integers(0, n, (len(boxes), 1)), boxes], 1).astype(np.float32)
+
+
 # --------------------------------------------------------------------------------------------
 # Values against the runtime.
 # --------------------------------------------------------------------------------------------
 
-
-ALIGN_CASES = list(
-    itertools.product(["avg", "max"], ["asymmetric", "half_pixel_for_nn", "half_pixel"], range(5))
-)
+# Adaptive sampling (ratio 0) with both modes and every aligned mode; ratios 1 to 4 with both
+# modes, the aligned modes taking turns.
+ALIGN_CASES = [(m, a, 0) for m in MODES for a in ALIGNED_MODES] + [
+    (m, ALIGNED_MODES[(r + k) % 3], r) for r in range(1, 5) for k, m in enumerate(MODES)
+]
 
 
 @pytest.mark.parametrize("mode,aligned_mode,sampling_ratio", ALIGN_CASES)
 def test_roi_align_matches_runtime(mode, aligned_mode, sampling_ratio):
     seed = ALIGN_CASES.index((mode, aligned_mode, sampling_ratio))
     rng = np.random.default_rng(seed)
-    scale = SCALES[seed % 4]
-    data_format = ("NCX", "NXC")[seed % 2]
+    scale, data_format = SCALES[seed % 4], LAYOUTS[seed % 2]
     x = features(rng, 3)
-    rois = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
-    batch = rng.integers(0, 2, 16)
     out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    want = ov_roi_align(
-        x,
-        rois,
-        batch,
-        out,
-        spatial_scale=scale,
-        sampling_ratio=sampling_ratio,
-        mode=mode,
-        aligned_mode=aligned_mode,
-    )
-    got = jaxpool.roi_align(
-        x if data_format == "NCX" else to_nxc(x),
-        rois,
-        batch,
-        out,
-        spatial_scale=scale,
-        sampling_ratio=sampling_ratio,
-        mode=mode,
-        aligned_mode=aligned_mode,
-        data_format=data_format,
-    )
-    check(got, want, data_format)
+    attrs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, mode=mode)
+    attrs.update(aligned_mode=aligned_mode)
+    call = functools.partial(jaxpool.roi_align, output_size=out, data_format=data_format)
+    pool = jax.jit(functools.partial(call, **attrs))
+    for _ in range(2):  # equal shapes: one compilation
+        rois = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
+        batch = rng.integers(0, 2, 16)
+        got = pool(in_layout(x, data_format), rois, batch)
+        check(got, ov_roi_align(x, rois, batch, out, **attrs), data_format)
 
 
 def test_roi_align_larger_map_matches_runtime():
@@ -209,45 +171,51 @@ def test_roi_align_larger_map_matches_runtime():
         check(jaxpool.roi_align(x, rois, batch, 7, spatial_scale=1 / 16, mode=mode), want)
 
 
-@pytest.mark.parametrize("method,scale", list(itertools.product(["max", "bilinear"], SCALES)))
+# Each method at every scale, the layouts taking turns.
+POOL_CASES = list(itertools.product(["max", "bilinear"], SCALES))
+
+
+@pytest.mark.parametrize("method,scale", POOL_CASES)
 def test_roi_pool_matches_runtime(method, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (method == "max"))
+    data_format = LAYOUTS[SCALES.index(scale) % 2]
     x = features(rng, 3)
-    n, _, height, width = x.shape
-    if method == "max":
-        boxes = random_boxes(rng, 16, height, width, scale)
-        boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
-    else:
-        low = rng.uniform(-0.2, 1.0, (16, 2))
-        boxes = np.concatenate([low, rng.uniform(low, 1.2)], 1).astype(np.float32)
-    rois = np.concatenate([rng.integers(0, n, (16, 1)), boxes], 1).astype(np.float32)
     out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    want = ov_roi_pool(x, rois, out, spatial_scale=scale, method=method)
-    check(jaxpool.roi_pool(x, rois, out, spatial_scale=scale, method=method), want)
-    got = jaxpool.roi_pool(
-        to_nxc(x), rois, out, spatial_scale=scale, method=method, data_format="NXC"
-    )
-    check(got, want, "NXC")
+    attrs = dict(spatial_scale=scale, method=method)
+    call = functools.partial(jaxpool.roi_pool, output_size=out, data_format=data_format)
+    pool = jax.jit(functools.partial(call, **attrs))
+    for _ in range(2):  # equal shapes: one compilation
+        if method == "max":
+            boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
+            boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
+        else:
+            low = rng.uniform(-0.2, 1.0, (16, 2))
+            boxes = np.concatenate([low, rng.uniform(low, 1.2)], 1)
+        rois = rows5(rng, boxes)
+        got = pool(in_layout(x, data_format), rois)
+        check(got, ov_roi_pool(x, rois, out, **attrs), data_format)
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+def _beyond_the_map(rng):
+    """20 rows of boxes up to four times a 9 x 13 map at scale 0.5, most far outside it."""
+    corner = rng.uniform(-30, 30, (20, 2))
+    size = rng.uniform(0, 4, (20, 2)) * np.array([26, 18])
+    return rows5(rng, np.concatenate([corner, corner + size], 1))
+
+
+@pytest.mark.parametrize("data_format", LAYOUTS)
 def test_roi_pool_boxes_larger_than_the_map_match_runtime(data_format):
     """Boxes up to four times the map, whose bins are longer than one chunk of reads: every
     element of a bin counts (torchvision's ``roi_pool`` gives the same), under ``jit`` and
     ``vmap``, and the gradient reaches the maximal element of each bin."""
     rng = np.random.default_rng(31)
     x = features(rng, 3, 9, 13)
-    scale = 0.5
-    corner = rng.uniform(-30, 30, (20, 2))
-    size = rng.uniform(0, 4, (20, 2)) * np.array([26, 18])
-    rois = np.concatenate([rng.integers(0, 2, (20, 1)), corner, corner + size], 1).astype(
-        np.float32
-    )
-    want = ov_roi_pool(x, rois, (3, 4), spatial_scale=scale)
-    xs = x if data_format == "NCX" else to_nxc(x)
+    rois = _beyond_the_map(rng)
+    want = ov_roi_pool(x, rois, (3, 4), spatial_scale=0.5)
+    xs = in_layout(x, data_format)
 
     def pool(v, r):
-        return jaxpool.roi_pool(v, r, (3, 4), spatial_scale=scale, data_format=data_format)
+        return jaxpool.roi_pool(v, r, (3, 4), spatial_scale=0.5, data_format=data_format)
 
     check(jax.jit(pool)(xs, rois), want, data_format)
     halves = jax.vmap(pool, in_axes=(None, 0))(xs, rois.reshape(2, 10, 5))
@@ -269,12 +237,8 @@ def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
     ``vmap``, and forward and reverse derivatives are adjoint."""
     rng = np.random.default_rng(32)
     x = features(rng, 2 * 9, 9, 13)
-    corner = rng.uniform(-30, 30, (20, 2))
-    size = rng.uniform(0, 4, (20, 2)) * np.array([26, 18])
-    rois = np.concatenate([rng.integers(0, 2, (20, 1)), corner, corner + size], 1).astype(
-        np.float32
-    )
-    want = ov_psroi_pool(x, rois, 2, 3, spatial_scale=0.5, mode="average", spatial_bins=(1, 1))
+    rois = _beyond_the_map(rng)
+    want = ov_psroi_pool(x, rois, 2, 3, spatial_scale=0.5)
 
     def pool(v, r):
         return jaxpool.psroi_pool(v, r, 2, 3, spatial_scale=0.5)
@@ -289,35 +253,30 @@ def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
     np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, jtw), rtol=1e-5)
 
 
-@pytest.mark.parametrize("mode,scale", list(itertools.product(["average", "bilinear"], SCALES)))
+PSROI_CASES = list(itertools.product(["average", "bilinear"], SCALES))
+
+
+@pytest.mark.parametrize("mode,scale", PSROI_CASES)
 def test_psroi_pool_matches_runtime(mode, scale):
     rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))
+    data_format = LAYOUTS[SCALES.index(scale) % 2]
     group_size, output_dim = int(rng.integers(1, 4)), int(rng.integers(1, 3))
     bins = tuple(int(v) for v in rng.integers(1, 4, 2)) if mode == "bilinear" else (1, 1)
     channels = output_dim * (group_size**2 if mode == "average" else bins[0] * bins[1])
     x = features(rng, channels)
-    n, _, height, width = x.shape
-    if mode == "average":
-        boxes = random_boxes(rng, 16, height, width, scale)
-        boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
-    else:
-        low = rng.uniform(0, 1, (16, 2))
-        boxes = (np.concatenate([low, rng.uniform(low, 1)], 1) / scale).astype(np.float32)
-    rois = np.concatenate([rng.integers(0, n, (16, 1)), boxes], 1).astype(np.float32)
-    want = ov_psroi_pool(
-        x, rois, output_dim, group_size, spatial_scale=scale, mode=mode, spatial_bins=bins
-    )
-    for data_format in ("NCX", "NXC"):
-        got = jaxpool.psroi_pool(
-            x if data_format == "NCX" else to_nxc(x),
-            rois,
-            output_dim,
-            group_size,
-            spatial_scale=scale,
-            mode=mode,
-            spatial_bins=bins,
-            data_format=data_format,
-        )
+    attrs = dict(spatial_scale=scale, mode=mode, spatial_bins=bins)
+    sizes = dict(output_dim=output_dim, group_size=group_size, data_format=data_format)
+    pool = jax.jit(functools.partial(jaxpool.psroi_pool, **sizes, **attrs))
+    for _ in range(2):  # equal shapes: one compilation
+        if mode == "average":
+            boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
+            boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
+        else:
+            low = rng.uniform(0, 1, (16, 2))
+            boxes = np.concatenate([low, rng.uniform(low, 1)], 1) / scale
+        rois = rows5(rng, boxes)
+        want = ov_psroi_pool(x, rois, output_dim, group_size, **attrs)
+        got = pool(in_layout(x, data_format), rois)
         check(got, want, data_format)
 
 
@@ -338,42 +297,28 @@ def test_psroi_pool_batch_index_minus_one_ends_the_boxes(mode):
     check(got, want)
 
 
-@pytest.mark.parametrize(
-    "clockwise,sampling_ratio", list(itertools.product([False, True], range(5)))
-)
+# Every sampling ratio, clockwise in turns and both ways with adaptive sampling.
+ROTATED_CASES = [(False, 0), (True, 1), (False, 2), (True, 3), (False, 4), (True, 0)]
+
+
+@pytest.mark.parametrize("clockwise,sampling_ratio", ROTATED_CASES)
 def test_roi_align_rotated_matches_runtime(clockwise, sampling_ratio):
     seed = 2 * sampling_ratio + clockwise
     rng = np.random.default_rng(seed)
-    scale = SCALES[seed % 4]
+    scale, data_format = SCALES[seed % 4], LAYOUTS[sampling_ratio % 2]
     x = features(rng, 3)
     height, width = x.shape[2] / scale, x.shape[3] / scale
-    rois = np.stack(
-        [
-            rng.uniform(-0.2 * width, 1.2 * width, 16),
-            rng.uniform(-0.2 * height, 1.2 * height, 16),
-            rng.uniform(0, width, 16),
-            rng.uniform(0, height, 16),
-            rng.uniform(-4, 4, 16),
-        ],
-        1,
-    ).astype(np.float32)
-    batch = rng.integers(0, 2, 16)
     out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    want = ov_roi_align_rotated(
-        x, rois, batch, out, spatial_scale=scale, sampling_ratio=sampling_ratio, clockwise=clockwise
-    )
-    data_format = ("NCX", "NXC")[seed % 2]
-    got = jaxpool.roi_align_rotated(
-        x if data_format == "NCX" else to_nxc(x),
-        rois,
-        batch,
-        out,
-        spatial_scale=scale,
-        sampling_ratio=sampling_ratio,
-        clockwise=clockwise,
-        data_format=data_format,
-    )
-    check(got, want, data_format)
+    attrs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, clockwise=clockwise)
+    call = functools.partial(jaxpool.roi_align_rotated, output_size=out, data_format=data_format)
+    pool = jax.jit(functools.partial(call, **attrs))
+    low = [-0.2 * width, -0.2 * height, 0, 0, -4]
+    high = [1.2 * width, 1.2 * height, width, height, 4]
+    for _ in range(2):  # equal shapes: one compilation
+        rois = rng.uniform(low, high, (16, 5)).astype(np.float32)
+        batch = rng.integers(0, 2, 16)
+        got = pool(in_layout(x, data_format), rois, batch)
+        check(got, ov_roi_align_rotated(x, rois, batch, out, **attrs), data_format)
 
 
 def test_runtime_rules():
@@ -697,26 +642,35 @@ EMPTY_CALLS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EMPTY_CALLS))
 @pytest.mark.parametrize("n,r", [(0, 0), (0, 3), (2, 0)])
-def test_empty_inputs(name, n, r):
-    """No images or no boxes: zeros of the output's shape (every batch index is outside
-    ``[0, 0)``), eagerly, under ``jit`` and ``vmap``, with zero gradients."""
-    f, channels, size = EMPTY_CALLS[name]
+def test_empty_inputs(n, r):
+    """No images or no boxes: zeros of each op's output shape (every batch index is outside
+    ``[0, 0)``), eagerly, under ``jit`` and ``vmap``, with zero gradients: every op in one
+    program."""
     x = jnp.ones((n, 8, 10, 10), jnp.bfloat16)
     rois = jnp.tile(jnp.array([[1.0, 1.0, 6.0, 5.0]]), (r, 1))
     batch = jnp.zeros((r,), jnp.int32)
-    want = np.zeros((r, channels, *size), np.float32)
-    for got in (f(x, rois, batch), jax.jit(f)(x, rois, batch)):
-        assert got.dtype == jnp.bfloat16
-        np.testing.assert_array_equal(got.astype(np.float32), want)
-    stacked = jax.vmap(f)(jnp.stack([x, x]), jnp.stack([rois, rois]), jnp.stack([batch, batch]))
-    assert stacked.shape == (2, *want.shape)
-    gx, grois = jax.grad(lambda x, r: f(x, r, batch).astype(jnp.float32).sum(), (0, 1))(
-        x.astype(jnp.float32), rois
-    )
-    assert gx.shape == x.shape and grois.shape == rois.shape
-    assert not np.any(np.asarray(gx)) and not np.any(np.asarray(grois))
+
+    def every(x, rois, batch):
+        return {name: f(x, rois, batch) for name, (f, _, _) in EMPTY_CALLS.items()}
+
+    def gradients(x, rois):
+        return {
+            name: jax.grad(lambda *a, f=f: f(*a, batch).astype(jnp.float32).sum(), (0, 1))(x, rois)
+            for name, (f, _, _) in EMPTY_CALLS.items()
+        }
+
+    eager, jitted = every(x, rois, batch), jax.jit(every)(x, rois, batch)
+    stacked = jax.jit(jax.vmap(every))(*(jnp.stack([a, a]) for a in (x, rois, batch)))
+    for name, (_, channels, size) in EMPTY_CALLS.items():
+        want = np.zeros((r, channels, *size), np.float32)
+        for got in (eager[name], jitted[name]):
+            assert got.dtype == jnp.bfloat16, name
+            np.testing.assert_array_equal(got.astype(np.float32), want, err_msg=name)
+        assert stacked[name].shape == (2, *want.shape), name
+    for name, (gx, grois) in jax.jit(gradients)(x.astype(jnp.float32), rois).items():
+        assert gx.shape == x.shape and grois.shape == rois.shape, name
+        assert not np.any(np.asarray(gx)) and not np.any(np.asarray(grois)), name
     nxc = jaxpool.roi_align(jnp.moveaxis(x, 1, -1), rois, batch, 2, data_format="NXC")
     assert nxc.shape == (r, 2, 2, 8)
 
@@ -726,92 +680,60 @@ def test_empty_inputs(name, n, r):
 # --------------------------------------------------------------------------------------------
 
 
-def _saved_layer(tmp_path, kind, build, x, rois, batch):
-    """The ``<layer>`` XML the runtime saves for ``build``, and the runtime's output."""
-    import xml.etree.ElementTree as ElementTree
-
-    xp = opset9.parameter(list(x.shape), ov.Type.f32)
-    rp = opset9.parameter(list(rois.shape), ov.Type.f32)
-    params = [xp, rp]
-    if batch is not None:
-        params.append(opset9.parameter([rois.shape[0]], ov.Type.i32))
-    model = ov.Model(build(*params).outputs(), params)
-    path = tmp_path / f"{kind}.xml"
-    ov.save_model(model, str(path), compress_to_fp16=False)
-    root = ElementTree.parse(path).getroot()
-    (element,) = [e for e in root.iter("layer") if e.get("type") == kind]
-    inputs = [x, rois] + ([np.asarray(batch, np.int32)] if batch is not None else [])
-    compiled = _CORE.compile_model(model, "CPU", _CONFIG)
-    want = np.asarray(compiled(inputs)[compiled.outputs[0]])
-    return ElementTree.tostring(element, encoding="unicode"), inputs, want
+# (IR type, the runtime's op, its attributes)
+LAYERS = [
+    (
+        "ROIAlign",
+        "roi_align",
+        dict(
+            pooled_h=2,
+            pooled_w=3,
+            sampling_ratio=0,
+            spatial_scale=0.5,
+            mode="max",
+            aligned_mode="half_pixel_for_nn",
+        ),
+    ),
+    (
+        "ROIAlignRotated",
+        "roi_align_rotated",
+        dict(pooled_h=2, pooled_w=2, sampling_ratio=2, spatial_scale=0.5, clockwise_mode=True),
+    ),
+    ("ROIPooling", "roi_pool", dict(output_roi=(3, 2), spatial_scale=0.5, method="max")),
+    (
+        "PSROIPooling",
+        "psroi_pool",
+        dict(
+            output_dim=2,
+            group_size=2,
+            spatial_scale=0.5,
+            spatial_bins_x=1,
+            spatial_bins_y=1,
+            mode="average",
+        ),
+    ),
+]
 
 
 def test_openvino_layers(tmp_path):
+    """``openvino.layer`` of the ``<layer>`` XML the runtime saves: the runtime's values."""
+    import xml.etree.ElementTree as ElementTree
+
     rng = np.random.default_rng(21)
     x = features(rng, 8, 9, 11)
     rois = np.abs(random_boxes(rng, 6, 9, 11, 0.5))
     batch = rng.integers(0, 2, 6)
-    with_batch = _with_batch(rois, batch)
-    cases = [
-        (
-            "ROIAlign",
-            lambda a, r, b: opset9.roi_align(
-                a,
-                r,
-                b,
-                pooled_h=2,
-                pooled_w=3,
-                sampling_ratio=0,
-                spatial_scale=0.5,
-                mode="max",
-                aligned_mode="half_pixel_for_nn",
-            ),
-            rois,
-            batch,
-        ),
-        (
-            "ROIAlignRotated",
-            lambda a, r, b: opset15.roi_align_rotated(
-                a,
-                r,
-                b,
-                pooled_h=2,
-                pooled_w=2,
-                sampling_ratio=2,
-                spatial_scale=0.5,
-                clockwise_mode=True,
-            ),
-            _rotated(rois),
-            batch,
-        ),
-        (
-            "ROIPooling",
-            lambda a, r: opset2.roi_pooling(
-                a, r, output_roi=[3, 2], spatial_scale=0.5, method="max"
-            ),
-            with_batch,
-            None,
-        ),
-        (
-            "PSROIPooling",
-            lambda a, r: opset1.psroi_pooling(
-                a,
-                r,
-                output_dim=2,
-                group_size=2,
-                spatial_scale=0.5,
-                spatial_bins_x=1,
-                spatial_bins_y=1,
-                mode="average",
-            ),
-            with_batch,
-            None,
-        ),
-    ]
-    for kind, build, boxes, indices in cases:
-        text, inputs, want = _saved_layer(tmp_path, kind, build, x, boxes, indices)
-        layer = jaxpool.openvino.layer(text)
-        check(layer(*inputs), want)
+    boxes = {"roi_align": rois, "roi_align_rotated": _rotated(rois)}
+    for kind, op, attrs in LAYERS:
+        inputs = [boxes[op], batch] if op in boxes else [_with_batch(rois, batch)]
+        path = tmp_path / f"{kind}.xml"
+        model = _model(op, x.shape, inputs[0].shape, tuple(attrs.items()))
+        ov.save_model(model, str(path), compress_to_fp16=False)
+        (element,) = [
+            e for e in ElementTree.parse(path).getroot().iter("layer") if e.get("type") == kind
+        ]
+        layer = jaxpool.openvino.layer(ElementTree.tostring(element, encoding="unicode"))
+        check(layer(x, *inputs), runtime(op, x, *inputs, **attrs))
 
 
 def test_roi_head_example(capsys):
