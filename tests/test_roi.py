@@ -405,10 +405,8 @@ def test_half_precision(dtype):
 # --------------------------------------------------------------------------------------------
 
 
-def _adjoint_gap(f, x, v, jv, rng):
-    """``<J v, w> - <v, J^T w>`` relative to the terms' size, with ``J v`` given."""
-    w = rng.standard_normal(jv.shape).astype(np.float32)
-    (jtw,) = jax.vjp(f, jnp.asarray(x))[1](jnp.asarray(w))
+def _adjoint_gap(jv, w, v, jtw):
+    """``<J v, w> - <v, J^T w>`` relative to the terms' size."""
     jv_w = np.asarray(jv, np.float64).ravel() @ w.ravel().astype(np.float64)
     v_jtw = np.asarray(jtw, np.float64).ravel() @ v.ravel().astype(np.float64)
     return abs(jv_w - v_jtw) / (1 + abs(jv_w))
@@ -463,44 +461,62 @@ def _rotated(r):
     return np.concatenate([r, np.linspace(-3, 3, len(r))[:, None]], 1).astype(np.float32)
 
 
-@pytest.mark.parametrize("name", sorted(LINEAR))
-def test_gradient_is_adjoint_of_runtime(name):
-    """For the modes linear in ``x``, the runtime applied to ``v`` is ``J v``."""
-    ours, theirs = LINEAR[name]
+def test_gradient_is_adjoint_of_runtime():
+    """For the modes linear in ``x``, the runtime applied to ``v`` is ``J v`` (every mode in one
+    program)."""
     rng = np.random.default_rng(11)
     x = features(rng, 12, 10, 13)
     rois = np.abs(random_boxes(rng, 8, 10, 13, 0.5))
     batch = rng.integers(0, 2, 8)
     v = rng.standard_normal(x.shape).astype(np.float32)
-    jv = theirs(v, rois, batch)
-    check(ours(x, rois, batch), theirs(x, rois, batch))
-    assert _adjoint_gap(lambda a: ours(a, rois, batch), x, v, jv, rng) < 1e-5
+    jv = {name: theirs(v, rois, batch) for name, (_, theirs) in LINEAR.items()}
+    w = {name: rng.standard_normal(a.shape).astype(np.float32) for name, a in jv.items()}
+
+    @jax.jit
+    def values_and_pullbacks(x, w):
+        out = {}
+        for name, (ours, _) in LINEAR.items():
+            y, pullback = jax.vjp(lambda a, ours=ours: ours(a, rois, batch), x)
+            out[name] = y, pullback(w[name])[0]
+        return out
+
+    for name, (y, jtw) in values_and_pullbacks(jnp.asarray(x), w).items():
+        check(y, LINEAR[name][1](x, rois, batch))
+        assert _adjoint_gap(jv[name], w[name], v, jtw) < 1e-5, name
 
 
-@pytest.mark.parametrize("name", ["roi_align_max", "roi_pool_max"])
-def test_max_gradient_is_adjoint_of_jvp(name):
+def test_max_gradient_is_adjoint_of_jvp():
+    """The derivatives of the maxima: reverse and forward adjoint; the tangent is the input's
+    tangent at the maximal element (or sample), which the runtime finds: its value on the
+    tangent sharpened by a large multiple of x is J v."""
     rng = np.random.default_rng(12)
     x = features(rng, 3, 10, 13)
     rois = np.abs(random_boxes(rng, 8, 10, 13, 0.5))
     batch = rng.integers(0, 2, 8)
-    if name == "roi_align_max":
-
-        def f(a):
-            return jaxpool.roi_align(a, rois, batch, 3, spatial_scale=0.5, mode="max")
-    else:
-
-        def f(a):
-            return jaxpool.roi_pool(a, _with_batch(rois, batch), 3, spatial_scale=0.5)
-
+    functions = {
+        "roi_align_max": lambda a: jaxpool.roi_align(
+            a, rois, batch, 3, spatial_scale=0.5, mode="max"
+        ),
+        "roi_pool_max": lambda a: jaxpool.roi_pool(
+            a, _with_batch(rois, batch), 3, spatial_scale=0.5
+        ),
+    }
     v = rng.standard_normal(x.shape).astype(np.float32)
-    _, jv = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))
-    assert _adjoint_gap(f, x, v, np.asarray(jv), rng) < 1e-5
-    # The tangent is the input's tangent at the maximal element (or sample), which the
-    # runtime finds: its value on the tangent sharpened by a large multiple of x is J v.
-    if name == "roi_pool_max":
-        want = ov_roi_pool(x * 1e3 + v, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
-        want = want - 1e3 * ov_roi_pool(x, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
-        np.testing.assert_allclose(np.asarray(jv), want, atol=2e-2)
+    w = {name: rng.standard_normal((8, 3, 3, 3)).astype(np.float32) for name in functions}
+
+    @jax.jit
+    def derivatives(x, v, w):
+        return {
+            name: (jax.jvp(f, (x,), (v,))[1], jax.vjp(f, x)[1](w[name])[0])
+            for name, f in functions.items()
+        }
+
+    got = derivatives(jnp.asarray(x), jnp.asarray(v), w)
+    for name, (jv, jtw) in got.items():
+        assert _adjoint_gap(np.asarray(jv), w[name], v, jtw) < 1e-5, name
+    want = ov_roi_pool(x * 1e3 + v, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
+    want = want - 1e3 * ov_roi_pool(x, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
+    np.testing.assert_allclose(np.asarray(got["roi_pool_max"][0]), want, atol=2e-2)
 
 
 BOX_SMOOTH = {
@@ -534,25 +550,17 @@ BOX_SMOOTH = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BOX_SMOOTH))
-def test_box_derivatives(name, x64):
-    """Forward and reverse derivatives in the boxes against central differences (float64)."""
-    f = BOX_SMOOTH[name]
+def test_box_derivatives(x64):
+    """Forward and reverse derivatives in the boxes against central differences (float64),
+    every op and aligned mode in one program."""
     rng = np.random.default_rng(5)
     x = jnp.asarray(rng.standard_normal((2, 4, 12, 12)))
     low = rng.uniform(1, 5, (3, 2))
     rois = jnp.asarray(
         np.concatenate([low, low + rng.uniform(2, 6, (3, 2)), rng.uniform(-1, 1, (3, 1))], 1)
     )
-    u = jnp.asarray(rng.standard_normal(rois.shape))
-    y, jvp = jax.jvp(lambda r: f(x, r), (rois,), (u,))
-    eps = 1e-6
-    diff = (f(x, rois + eps * u) - f(x, rois - eps * u)) / (2 * eps)
-    np.testing.assert_allclose(jvp, diff, atol=1e-6)
-    assert np.abs(np.asarray(jvp)).max() > 0
-    w = jnp.asarray(rng.standard_normal(y.shape))
-    (vjp,) = jax.vjp(lambda r: f(x, r), rois)[1](w)
-    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+    functions = {name: functools.partial(f, x) for name, f in BOX_SMOOTH.items()}
+    regions.check_box_derivatives(functions, rois, rng)
 
 
 # --------------------------------------------------------------------------------------------
