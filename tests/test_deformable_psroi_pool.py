@@ -290,22 +290,19 @@ def test_offset_and_box_derivatives(x64):
 # --------------------------------------------------------------------------------------------
 
 
-def test_jit_equals_eager(jit_mode):
+def test_jit_and_layouts_equal_eager():
+    """Under ``jit`` and eagerly the runtime's values, and channels-last the same bits."""
     config = CONFIGS[4]
     x, rois, offsets = random_case(config, 40)
 
-    def f(a, r, o):
-        return jaxpool.deformable_psroi_pool(a, r, o, **config[6])
+    def f(a, r, o, data_format="NCX"):
+        return call(a, r, o, data_format, **config[6])
 
-    check(jit_mode(f, x, rois, offsets), runtime(x, rois, offsets, **config[6]))
-
-
-def test_layouts_equal():
-    config = CONFIGS[4]
-    x, rois, offsets = random_case(config, 41)
-    ncx = np.asarray(call(x, rois, offsets, "NCX", **config[6]))
-    nxc = np.asarray(call(x, rois, offsets, "NXC", **config[6]))
-    np.testing.assert_array_equal(ncx, np.moveaxis(nxc, -1, 1))
+    eager, want = np.asarray(f(x, rois, offsets)), runtime(x, rois, offsets, **config[6])
+    check(eager, want)
+    check(jax.jit(f)(x, rois, offsets), want)
+    nxc = np.asarray(f(x, rois, offsets, "NXC"))
+    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
 
 
 def test_vmap_equals_a_loop():
