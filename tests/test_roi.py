@@ -75,21 +75,26 @@ def runtime(kind, x, rois, batch=None, **attrs):
 
 
 # The runtime's ops with jaxpool's arguments: (x, rois, [batch,] output size or dims, attributes).
-def ov_roi_align(x, rois, batch, out, *, spatial_scale=1.0, sampling_ratio=0, **attrs):
-    attrs = {"mode": "avg", "aligned_mode": "asymmetric", **attrs}
-    size = dict(pooled_h=out[0], pooled_w=out[1], spatial_scale=float(spatial_scale))
-    return runtime("roi_align", x, rois, batch, sampling_ratio=sampling_ratio, **size, **attrs)
+def ov_roi_align(x, rois, batch, output_size, *, spatial_scale=1.0, sampling_ratio=0, **attrs):
+    attrs = {"mode": "avg", "aligned_mode": "asymmetric", "sampling_ratio": sampling_ratio, **attrs}
+    return runtime("roi_align", x, rois, batch, **_pooled(output_size, spatial_scale), **attrs)
 
 
-def ov_roi_align_rotated(x, rois, batch, out, *, spatial_scale=1.0, clockwise=False, **attrs):
-    size = dict(pooled_h=out[0], pooled_w=out[1], spatial_scale=float(spatial_scale))
-    attrs = {"sampling_ratio": 0, "clockwise_mode": clockwise, **attrs}
-    return runtime("roi_align_rotated", x, rois, batch, **size, **attrs)
+def ov_roi_align_rotated(x, rois, batch, output_size, *, spatial_scale=1.0, clockwise=False, **a):
+    attrs = {"sampling_ratio": 0, "clockwise_mode": clockwise, **a}
+    return runtime(
+        "roi_align_rotated", x, rois, batch, **_pooled(output_size, spatial_scale), **attrs
+    )
 
 
-def ov_roi_pool(x, rois, out, *, spatial_scale=1.0, method="max"):
-    scale = float(spatial_scale)
-    return runtime("roi_pool", x, rois, output_roi=tuple(out), spatial_scale=scale, method=method)
+def _pooled(output_size, spatial_scale):
+    h, w = output_size
+    return dict(pooled_h=h, pooled_w=w, spatial_scale=float(spatial_scale))
+
+
+def ov_roi_pool(x, rois, output_size, *, spatial_scale=1.0, method="max"):
+    attrs = dict(output_roi=tuple(output_size), spatial_scale=float(spatial_scale), method=method)
+    return runtime("roi_pool", x, rois, **attrs)
 
 
 def ov_psroi_pool(
@@ -119,11 +124,12 @@ def in_layout(x, data_format):
     return x if data_format == "NCX" else to_nxc(x)
 
 
-def check(got, want, data_format="NCX"):
+def check(got, want, data_format="NCX", err_msg=""):
     got = np.asarray(got)
     if data_format == "NXC":
         got = np.moveaxis(got, -1, 1)
-    np.testing.assert_allclose(got, want, rtol=0, atol=ATOL * max(1.0, np.abs(want).max()))
+    atol = ATOL * max(1.0, np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=err_msg)
 
 
 def rows5(rng, boxes, n=2):
@@ -131,33 +137,51 @@ def rows5(rng, boxes, n=2):
     return np.concatenate([rng.integers(0, n, (len(boxes), 1)), boxes], 1).astype(np.float32)
 
 
+def against_runtime(op, oracle, table):
+    """``table``: case -> ``(x, data_format, attributes, draws)``, each draw a tuple of box
+    arrays.  ``op(x, *boxes, data_format=..., **attributes)`` of every case in one program, a
+    draw at a time (equal shapes: one compilation), against ``oracle(x, *boxes, **attributes)``
+    of the NCX ``x``."""
+
+    @jax.jit
+    def every(inputs):
+        return {
+            name: op(x, *boxes, data_format=table[name][1], **table[name][2])
+            for name, (x, boxes) in inputs.items()
+        }
+
+    for k in range(2):
+        inputs = {name: (in_layout(x, fmt), draws[k]) for name, (x, fmt, _, draws) in table.items()}
+        for name, got in every(inputs).items():
+            x, fmt, attrs, draws = table[name]
+            check(got, oracle(x, *draws[k], **attrs), fmt, name)
+
+
 # --------------------------------------------------------------------------------------------
 # Values against the runtime.
 # --------------------------------------------------------------------------------------------
 
 # Adaptive sampling (ratio 0) with both modes and every aligned mode; ratios 1 to 4 with both
-# modes, the aligned modes taking turns.
+# modes, the aligned modes taking turns; the layouts taking turns (one program).
 ALIGN_CASES = [(m, a, 0) for m in MODES for a in ALIGNED_MODES] + [
     (m, ALIGNED_MODES[(r + k) % 3], r) for r in range(1, 5) for k, m in enumerate(MODES)
 ]
 
 
-@pytest.mark.parametrize("mode,aligned_mode,sampling_ratio", ALIGN_CASES)
-def test_roi_align_matches_runtime(mode, aligned_mode, sampling_ratio):
-    seed = ALIGN_CASES.index((mode, aligned_mode, sampling_ratio))
-    rng = np.random.default_rng(seed)
-    scale, data_format = SCALES[seed % 4], LAYOUTS[seed % 2]
-    x = features(rng, 3)
-    out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    attrs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, mode=mode)
-    attrs.update(aligned_mode=aligned_mode)
-    call = functools.partial(jaxpool.roi_align, output_size=out, data_format=data_format)
-    pool = jax.jit(functools.partial(call, **attrs))
-    for _ in range(2):  # equal shapes: one compilation
-        rois = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
-        batch = rng.integers(0, 2, 16)
-        got = pool(in_layout(x, data_format), rois, batch)
-        check(got, ov_roi_align(x, rois, batch, out, **attrs), data_format)
+def test_roi_align_matches_runtime():
+    table = {}
+    for seed, (mode, aligned_mode, sampling_ratio) in enumerate(ALIGN_CASES):
+        rng = np.random.default_rng(seed)
+        scale = SCALES[seed % 4]
+        x = features(rng, 3)
+        out = tuple(int(v) for v in rng.integers(1, 5, 2))
+        attrs = dict(output_size=out, spatial_scale=scale, sampling_ratio=sampling_ratio)
+        attrs.update(mode=mode, aligned_mode=aligned_mode)
+        draws = [
+            (random_boxes(rng, 16, *x.shape[2:], scale), rng.integers(0, 2, 16)) for _ in range(2)
+        ]
+        table[f"{mode}-{aligned_mode}-{sampling_ratio}"] = x, LAYOUTS[seed % 2], attrs, draws
+    against_runtime(jaxpool.roi_align, ov_roi_align, table)
 
 
 def test_roi_align_larger_map_matches_runtime():
@@ -171,29 +195,28 @@ def test_roi_align_larger_map_matches_runtime():
         check(jaxpool.roi_align(x, rois, batch, 7, spatial_scale=1 / 16, mode=mode), want)
 
 
-# Each method at every scale, the layouts taking turns.
+# Each method at every scale, the layouts taking turns (one program).
 POOL_CASES = list(itertools.product(["max", "bilinear"], SCALES))
 
 
-@pytest.mark.parametrize("method,scale", POOL_CASES)
-def test_roi_pool_matches_runtime(method, scale):
-    rng = np.random.default_rng(SCALES.index(scale) + 10 * (method == "max"))
-    data_format = LAYOUTS[SCALES.index(scale) % 2]
-    x = features(rng, 3)
-    out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    attrs = dict(spatial_scale=scale, method=method)
-    call = functools.partial(jaxpool.roi_pool, output_size=out, data_format=data_format)
-    pool = jax.jit(functools.partial(call, **attrs))
-    for _ in range(2):  # equal shapes: one compilation
-        if method == "max":
-            boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
-            boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
-        else:
-            low = rng.uniform(-0.2, 1.0, (16, 2))
-            boxes = np.concatenate([low, rng.uniform(low, 1.2)], 1)
-        rois = rows5(rng, boxes)
-        got = pool(in_layout(x, data_format), rois)
-        check(got, ov_roi_pool(x, rois, out, **attrs), data_format)
+def test_roi_pool_matches_runtime():
+    table = {}
+    for method, scale in POOL_CASES:
+        rng = np.random.default_rng(SCALES.index(scale) + 10 * (method == "max"))
+        x = features(rng, 3)
+        out = tuple(int(v) for v in rng.integers(1, 5, 2))
+        draws = []
+        for _ in range(2):
+            if method == "max":
+                boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
+                boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
+            else:
+                low = rng.uniform(-0.2, 1.0, (16, 2))
+                boxes = np.concatenate([low, rng.uniform(low, 1.2)], 1)
+            draws.append((rows5(rng, boxes),))
+        attrs = dict(output_size=out, spatial_scale=scale, method=method)
+        table[f"{method}-{scale}"] = x, LAYOUTS[SCALES.index(scale) % 2], attrs, draws
+    against_runtime(jaxpool.roi_pool, ov_roi_pool, table)
 
 
 def _beyond_the_map(rng):
@@ -256,28 +279,26 @@ def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
 PSROI_CASES = list(itertools.product(["average", "bilinear"], SCALES))
 
 
-@pytest.mark.parametrize("mode,scale", PSROI_CASES)
-def test_psroi_pool_matches_runtime(mode, scale):
-    rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))
-    data_format = LAYOUTS[SCALES.index(scale) % 2]
-    group_size, output_dim = int(rng.integers(1, 4)), int(rng.integers(1, 3))
-    bins = tuple(int(v) for v in rng.integers(1, 4, 2)) if mode == "bilinear" else (1, 1)
-    channels = output_dim * (group_size**2 if mode == "average" else bins[0] * bins[1])
-    x = features(rng, channels)
-    attrs = dict(spatial_scale=scale, mode=mode, spatial_bins=bins)
-    sizes = dict(output_dim=output_dim, group_size=group_size, data_format=data_format)
-    pool = jax.jit(functools.partial(jaxpool.psroi_pool, **sizes, **attrs))
-    for _ in range(2):  # equal shapes: one compilation
-        if mode == "average":
-            boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
-            boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
-        else:
-            low = rng.uniform(0, 1, (16, 2))
-            boxes = np.concatenate([low, rng.uniform(low, 1)], 1) / scale
-        rois = rows5(rng, boxes)
-        want = ov_psroi_pool(x, rois, output_dim, group_size, **attrs)
-        got = pool(in_layout(x, data_format), rois)
-        check(got, want, data_format)
+def test_psroi_pool_matches_runtime():
+    table = {}
+    for mode, scale in PSROI_CASES:
+        rng = np.random.default_rng(SCALES.index(scale) + 10 * (mode == "average"))
+        group_size, output_dim = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        bins = tuple(int(v) for v in rng.integers(1, 4, 2)) if mode == "bilinear" else (1, 1)
+        x = features(rng, output_dim * (group_size**2 if mode == "average" else bins[0] * bins[1]))
+        draws = []
+        for _ in range(2):
+            if mode == "average":
+                boxes = random_boxes(rng, 16, x.shape[2], x.shape[3], scale)
+                boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
+            else:
+                low = rng.uniform(0, 1, (16, 2))
+                boxes = np.concatenate([low, rng.uniform(low, 1)], 1) / scale
+            draws.append((rows5(rng, boxes),))
+        attrs = dict(output_dim=output_dim, group_size=group_size, spatial_scale=scale)
+        attrs.update(mode=mode, spatial_bins=bins)
+        table[f"{mode}-{scale}"] = x, LAYOUTS[SCALES.index(scale) % 2], attrs, draws
+    against_runtime(jaxpool.psroi_pool, ov_psroi_pool, table)
 
 
 @pytest.mark.parametrize("mode", ["average", "bilinear"])
@@ -301,24 +322,25 @@ def test_psroi_pool_batch_index_minus_one_ends_the_boxes(mode):
 ROTATED_CASES = [(False, 0), (True, 1), (False, 2), (True, 3), (False, 4), (True, 0)]
 
 
-@pytest.mark.parametrize("clockwise,sampling_ratio", ROTATED_CASES)
-def test_roi_align_rotated_matches_runtime(clockwise, sampling_ratio):
-    seed = 2 * sampling_ratio + clockwise
-    rng = np.random.default_rng(seed)
-    scale, data_format = SCALES[seed % 4], LAYOUTS[sampling_ratio % 2]
-    x = features(rng, 3)
-    height, width = x.shape[2] / scale, x.shape[3] / scale
-    out = tuple(int(v) for v in rng.integers(1, 5, 2))
-    attrs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, clockwise=clockwise)
-    call = functools.partial(jaxpool.roi_align_rotated, output_size=out, data_format=data_format)
-    pool = jax.jit(functools.partial(call, **attrs))
-    low = [-0.2 * width, -0.2 * height, 0, 0, -4]
-    high = [1.2 * width, 1.2 * height, width, height, 4]
-    for _ in range(2):  # equal shapes: one compilation
-        rois = rng.uniform(low, high, (16, 5)).astype(np.float32)
-        batch = rng.integers(0, 2, 16)
-        got = pool(in_layout(x, data_format), rois, batch)
-        check(got, ov_roi_align_rotated(x, rois, batch, out, **attrs), data_format)
+def test_roi_align_rotated_matches_runtime():
+    table = {}
+    for clockwise, sampling_ratio in ROTATED_CASES:
+        seed = 2 * sampling_ratio + clockwise
+        rng = np.random.default_rng(seed)
+        scale = SCALES[seed % 4]
+        x = features(rng, 3)
+        height, width = x.shape[2] / scale, x.shape[3] / scale
+        out = tuple(int(v) for v in rng.integers(1, 5, 2))
+        low = [-0.2 * width, -0.2 * height, 0, 0, -4]
+        high = [1.2 * width, 1.2 * height, width, height, 4]
+        draws = [
+            (rng.uniform(low, high, (16, 5)).astype(np.float32), rng.integers(0, 2, 16))
+            for _ in range(2)
+        ]
+        attrs = dict(output_size=out, spatial_scale=scale, sampling_ratio=sampling_ratio)
+        attrs.update(clockwise=clockwise)
+        table[f"{clockwise}-{sampling_ratio}"] = x, LAYOUTS[sampling_ratio % 2], attrs, draws
+    against_runtime(jaxpool.roi_align_rotated, ov_roi_align_rotated, table)
 
 
 def test_runtime_rules():
