@@ -347,21 +347,29 @@ NAN_BOX = 1
 
 
 def check_nan_box(name: str, picks: tuple[int, ...], count: int = 4, images: int = 2) -> None:
-    """The NaN-box rule (API.md, "Numeric policy") on the variants ``picks`` of the row
-    ``name``, in one program of its first layout: a box with a NaN coordinate gives NaN in
-    every element of its output, its cotangent reaches no feature, and every other box's
-    output and cotangent in the maps are bitwise those of the call where that box is
-    finite."""
-    row = BY_NAME[name]
-    variants = [row.variants[i] for i in picks]
-    data_format = row.layouts[0]
+    """:func:`check_nan_boxes` of one row."""
+    check_nan_boxes({name: picks}, count, images)
+
+
+def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: int = 2) -> None:
+    """The NaN-box rule (API.md, "Numeric policy") on the variants ``rows[name]`` of each row
+    ``name``, in one program of its first layout (every row in one program): a box with a NaN
+    coordinate gives NaN in every element of its output, its cotangent reaches no feature, and
+    every other box's output and cotangent in the maps are bitwise those of the call where that
+    box is finite."""
     rng = np.random.default_rng(7)
-    maps = [rng.standard_normal((images, 8, h, w)).astype(np.float32) for h, w in row.maps]
-    maps = [m if data_format == "NCX" else np.moveaxis(m, 1, -1) for m in maps]
-    finite = row.boxes(rng, count, images)
-    poisoned = list(finite)
-    poisoned[0] = poisoned[0].copy()
-    poisoned[0][NAN_BOX, 1] = np.nan
+    finite, poisoned, maps = {}, {}, {}
+    for name in rows:
+        row = BY_NAME[name]
+        shapes = [(images, 8, h, w) for h, w in row.maps]
+        maps[name] = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        if row.layouts[0] == "NXC":
+            maps[name] = [np.moveaxis(m, 1, -1) for m in maps[name]]
+        finite[name] = row.boxes(rng, count, images)
+        poisoned[name] = list(finite[name])
+        poisoned[name][0] = poisoned[name][0].copy()
+        poisoned[name][0][NAN_BOX, 1] = np.nan
+        poisoned[name] = tuple(poisoned[name])
 
     def others(o):
         """True on the outputs of the finite boxes, False on the NaN box's."""
@@ -371,23 +379,57 @@ def check_nan_box(name: str, picks: tuple[int, ...], count: int = 4, images: int
         """A cotangent of 1 on the finite boxes' outputs, or on the NaN box's."""
         return jnp.where(others(o) == finite, jnp.ones_like(o), jnp.zeros_like(o))
 
+    def one_row(name, maps, boxes):
+        row = BY_NAME[name]
+        variants = [row.variants[i] for i in rows[name]]
+        out, pullback = jax.vjp(
+            lambda m: [row.call(m, boxes, row.layouts[0], **v) for v in variants], maps
+        )
+        return (
+            out,
+            pullback([ones_on(o, True) for o in out]),
+            pullback([ones_on(o, False) for o in out]),
+        )
+
     @jax.jit
     def run(maps, boxes):
-        out, pullback = jax.vjp(
-            lambda m: [row.call(m, boxes, data_format, **v) for v in variants], maps
-        )
-        from_others = pullback([ones_on(o, True) for o in out])
-        from_nan = pullback([ones_on(o, False) for o in out])
-        return out, from_others, from_nan
+        return {name: one_row(name, maps[name], boxes[name]) for name in rows}
 
-    want, want_others, _ = run(maps, finite)
-    got, got_others, got_nan = run(maps, tuple(poisoned))
-    for variant, a, b in zip(variants, got, want):
-        a, b = np.asarray(a), np.asarray(b)
-        assert np.isnan(a[NAN_BOX]).all(), (row.name, variant)
-        keep = others(a).ravel()
-        np.testing.assert_array_equal(a[keep], b[keep], err_msg=f"{row.name} {variant}")
-    leaves = zip(*(jax.tree.leaves(g) for g in (got_others, want_others, got_nan)))
-    for a, b, c in leaves:
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=row.name)
-        np.testing.assert_array_equal(np.asarray(c), 0, err_msg=row.name)
+    want, got = run(maps, finite), run(maps, poisoned)
+    for name, picks in rows.items():
+        (want_out, want_others, _), (out, got_others, got_nan) = want[name], got[name]
+        for pick, a, b in zip(picks, out, want_out):
+            a, b = np.asarray(a), np.asarray(b)
+            variant = f"{name} {BY_NAME[name].variants[pick]}"
+            assert np.isnan(a[NAN_BOX]).all(), variant
+            keep = others(a).ravel()
+            np.testing.assert_array_equal(a[keep], b[keep], err_msg=variant)
+        leaves = zip(*(jax.tree.leaves(g) for g in (got_others, want_others, got_nan)))
+        for a, b, c in leaves:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+            np.testing.assert_array_equal(np.asarray(c), 0, err_msg=name)
+
+
+def check_box_derivatives(functions: dict[str, Callable[[Any], Any]], rois, rng) -> None:
+    """Each function's forward derivative in the float64 boxes ``rois`` against central
+    differences (and not all zero), and its reverse derivative as the forward one's adjoint
+    (``cases.check_box_derivatives`` for several functions, all of them in one program)."""
+    u = jnp.asarray(rng.standard_normal(rois.shape))
+    w = {k: rng.standard_normal(jax.eval_shape(f, rois).shape) for k, f in functions.items()}
+    eps = 1e-6
+
+    @jax.jit
+    def derivatives(r, u, w):
+        out = {}
+        for name, f in functions.items():
+            _, jvp = jax.jvp(f, (r,), (u,))
+            (vjp,) = jax.vjp(f, r)[1](w[name])
+            out[name] = jvp, (f(r + eps * u) - f(r - eps * u)) / (2 * eps), vjp
+        return out
+
+    for name, (jvp, diff, vjp) in derivatives(rois, u, w).items():
+        np.testing.assert_allclose(jvp, diff, atol=1e-6, err_msg=name)
+        assert np.abs(np.asarray(jvp)).max() > 0, name
+        np.testing.assert_allclose(
+            jnp.vdot(jvp, w[name]), jnp.vdot(u, vjp), rtol=1e-10, err_msg=name
+        )

@@ -290,22 +290,19 @@ def test_offset_and_box_derivatives(x64):
 # --------------------------------------------------------------------------------------------
 
 
-def test_jit_equals_eager(jit_mode):
+def test_jit_and_layouts_equal_eager():
+    """Under ``jit`` and eagerly the runtime's values, and channels-last the same bits."""
     config = CONFIGS[4]
     x, rois, offsets = random_case(config, 40)
 
-    def f(a, r, o):
-        return jaxpool.deformable_psroi_pool(a, r, o, **config[6])
+    def f(a, r, o, data_format="NCX"):
+        return call(a, r, o, data_format, **config[6])
 
-    check(jit_mode(f, x, rois, offsets), runtime(x, rois, offsets, **config[6]))
-
-
-def test_layouts_equal():
-    config = CONFIGS[4]
-    x, rois, offsets = random_case(config, 41)
-    ncx = np.asarray(call(x, rois, offsets, "NCX", **config[6]))
-    nxc = np.asarray(call(x, rois, offsets, "NXC", **config[6]))
-    np.testing.assert_array_equal(ncx, np.moveaxis(nxc, -1, 1))
+    eager, want = np.asarray(f(x, rois, offsets)), runtime(x, rois, offsets, **config[6])
+    check(eager, want)
+    check(jax.jit(f)(x, rois, offsets), want)
+    nxc = np.asarray(f(x, rois, offsets, "NXC"))
+    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
 
 
 def test_vmap_equals_a_loop():
@@ -385,14 +382,8 @@ def test_openvino_layer_matches_runtime(config):
     check(without(x, rois), runtime(x, rois, **attrs))
 
 
-@pytest.mark.parametrize(
-    "name,picks",
-    [
-        ("deformable_psroi_pool", (1,)),
-    ],
-)
-def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+def test_nan_box_gives_nan_for_that_box_alone():
     """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants ``picks`` of
-    ``regions.py`` in one program)."""
-    regions.check_nan_box(name, picks)
+    box and its gradient in the features unchanged (the row's variants of ``regions.py`` in one
+    program)."""
+    regions.check_nan_box("deformable_psroi_pool", (1,))

@@ -14,6 +14,7 @@ the derivatives in the boxes agree with central differences in float64.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 
@@ -185,7 +186,9 @@ RUNTIME_CASES = [
 @pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)
 def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     """The ``"openvino"`` rule is the runtime's extractor, whole: its level index counts from
-    the first map whatever that map's scale, and the reference agrees with it too."""
+    the first map whatever that map's scale, and the reference agrees with it too.  So is
+    ``openvino.layer`` of ExperimentalDetectronROIFeatureExtractor-6: both outputs, the pooled
+    features and the rois (unchanged)."""
     seed = RUNTIME_CASES.index((aligned, sampling_ratio, pyramid_scales))
     rng = np.random.default_rng(100 + seed)
     image = (200, 248)
@@ -193,7 +196,7 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     features = pyramid(rng, scales, image, n=1)
     rois = _runtime_boxes(rng, image)
     batch = np.zeros(len(rois), np.int32)
-    want, _ = oracle.roi_feature_extractor(
+    want = oracle.roi_feature_extractor(
         features,
         rois,
         3,
@@ -207,9 +210,26 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
         aligned_mode="half_pixel_for_nn" if aligned else "asymmetric",
         level_rule="openvino",
     )
-    check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want)
+    check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want[0])
     data_format = ("NCX", "NXC")[seed % 2]
-    check(call(features, rois, batch, 3, data_format, **kwargs), want, data_format)
+    check(call(features, rois, batch, 3, data_format, **kwargs), want[0], data_format)
+    data = (
+        f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
+        f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
+    )
+    layer = jaxpool.openvino.layer(
+        '<layer id="4" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
+        f'version="opset6"><data {data}/></layer>'
+    )
+    assert (layer.type, layer.version, layer.fn) == (
+        "ExperimentalDetectronROIFeatureExtractor",
+        6,
+        jaxpool.multilevel_roi_align,
+    )
+    got = layer(rois, *features)
+    assert len(got) == 2
+    check(got[0], want[0])
+    np.testing.assert_array_equal(np.asarray(got[1]), want[1])
 
 
 def test_reference_roi_align_matches_runtime():
@@ -633,7 +653,8 @@ def _compilations():
 @pytest.mark.parametrize("sampling_ratio", [0, 2])
 def test_jit_traces_once_for_equal_shapes(sampling_ratio):
     """Under ``jit`` the box count is static: new boxes of the same count do not retrace, and
-    the values are the reference's (adaptive sampling included)."""
+    the values are the reference's (adaptive sampling included); the public function called
+    again with such boxes and equal attributes neither retraces nor recompiles."""
     rng = np.random.default_rng(60 + sampling_ratio)
     image = (100, 120)
     features = pyramid(rng, FPN, image)
@@ -649,25 +670,13 @@ def test_jit_traces_once_for_equal_shapes(sampling_ratio):
         rois, batch = pyramid_boxes(rng, 16, image), random_batch(rng, 16)
         want = reference.multilevel_roi_align(features, rois, batch, (3, 2), **kwargs)
         check(f(features, rois, batch), want)
-
-
-def test_equal_shapes_do_not_recompile():
-    """The public function called again with other boxes of the same count and equal
-    attributes neither retraces nor recompiles."""
-    rng = np.random.default_rng(62)
-    image = (100, 120)
-    features = pyramid(rng, FPN, image)
-
-    def call_once():
-        rois, batch = pyramid_boxes(rng, 16, image), random_batch(rng, 16)
-        return jaxpool.multilevel_roi_align(
-            features, rois, batch, (3, 2), spatial_scales=FPN, sampling_ratio=2
-        )
-
-    jax.block_until_ready(call_once())
+    if not sampling_ratio:
+        return
+    g = functools.partial(jaxpool.multilevel_roi_align, features, output_size=(3, 2), **kwargs)
+    jax.block_until_ready(g(rois, batch))
     with _compilations() as events:
         for _ in range(2):
-            jax.block_until_ready(call_once())
+            jax.block_until_ready(g(pyramid_boxes(rng, 16, image), random_batch(rng, 16)))
     assert not events, events
 
 
@@ -719,51 +728,8 @@ def test_empty_inputs(n, r, data_format):
     assert low.shape == shape and low.dtype == jnp.bfloat16
 
 
-@pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)
-def test_openvino_layer_matches_runtime(aligned, sampling_ratio, pyramid_scales):
-    """``openvino.layer`` of the runtime's ExperimentalDetectronROIFeatureExtractor-6 on a
-    4-level pyramid: both outputs, the pooled features and the rois (unchanged)."""
-    rng = np.random.default_rng(
-        200 + RUNTIME_CASES.index((aligned, sampling_ratio, pyramid_scales))
-    )
-    image = (200, 248)
-    features = pyramid(rng, tuple(1 / s for s in pyramid_scales), image, n=1)
-    rois = _runtime_boxes(rng, image)
-    want = oracle.roi_feature_extractor(
-        features,
-        rois,
-        3,
-        sampling_ratio=sampling_ratio,
-        pyramid_scales=pyramid_scales,
-        aligned=aligned,
-    )
-    data = (
-        f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
-        f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
-    )
-    layer = jaxpool.openvino.layer(
-        '<layer id="4" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
-        f'version="opset6"><data {data}/></layer>'
-    )
-    assert (layer.type, layer.version, layer.fn) == (
-        "ExperimentalDetectronROIFeatureExtractor",
-        6,
-        jaxpool.multilevel_roi_align,
-    )
-    got = jax.jit(layer)(rois, *features)
-    assert len(got) == 2
-    check(got[0], want[0])
-    np.testing.assert_array_equal(np.asarray(got[1]), want[1])
-
-
-@pytest.mark.parametrize(
-    "name,picks",
-    [
-        ("multilevel_roi_align", (0, 1, 2)),
-    ],
-)
-def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+def test_nan_box_gives_nan_for_that_box_alone():
     """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants ``picks`` of
-    ``regions.py`` in one program)."""
-    regions.check_nan_box(name, picks)
+    box and its gradient in the features unchanged (the row's variants of ``regions.py`` in one
+    program)."""
+    regions.check_nan_box("multilevel_roi_align", (0, 1, 2))

@@ -9,6 +9,7 @@ the boxes agree with central differences in float64.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import cases
@@ -38,18 +39,23 @@ def check(got, want, data_format="NCX", atol=ATOL):
     np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
 
 
+def random_boxes(rng, height, width, scale):
+    """16 boxes on a map of ``height x width`` at ``scale``, and batch indices (some outside
+    [0, 2))."""
+    rois = cases.random_boxes(rng, 16, height, width, scale, inverted=0.25)
+    return rois, rng.choice([-1, 0, 1, 2, 5], 16, p=[0.1, 0.35, 0.35, 0.1, 0.1])
+
+
 def random_case(seed, dtype=np.float32):
-    """Features ``[2, D * out_h * out_w, H, W]``, boxes, batch indices (some outside [0, 2)),
-    the output size and the scale."""
+    """Features ``[2, D * out_h * out_w, H, W]``, boxes, batch indices, the output size and
+    the scale."""
     rng = np.random.default_rng(seed)
     out = tuple(int(v) for v in rng.integers(1, 4, 2))
     dim = int(rng.integers(1, 3))
     height, width = (int(v) for v in rng.integers(1, 13, 2))
     x = rng.standard_normal((2, dim * out[0] * out[1], height, width)).astype(dtype)
     scale = SCALES[seed % len(SCALES)]
-    rois = cases.random_boxes(rng, 16, height, width, scale, inverted=0.25)
-    batch = rng.choice([-1, 0, 1, 2, 5], 16, p=[0.1, 0.35, 0.35, 0.1, 0.1])
-    return x, rois, batch, out, scale
+    return x, *random_boxes(rng, height, width, scale), out, scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,17 +66,22 @@ def random_case(seed, dtype=np.float32):
 VALUE_CASES = list(itertools.product(ALIGNED_MODES, range(4)))
 
 
-# Each seed compiles its own programs: the layouts alternate over the seeds, so that every
-# aligned mode and ratio runs in both.
+# Each case compiles its programs once for three draws of boxes; the layouts take turns, so
+# that every aligned mode and ratio runs in both.
 @pytest.mark.parametrize("aligned_mode,sampling_ratio", VALUE_CASES)
 def test_matches_reference(aligned_mode, sampling_ratio):
-    for k in range(3):
-        seed = 3 * VALUE_CASES.index((aligned_mode, sampling_ratio)) + k
-        data_format = ("NCX", "NXC")[seed % 2]
-        x, rois, batch, out, scale = random_case(seed)
-        kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+    seed = VALUE_CASES.index((aligned_mode, sampling_ratio))
+    data_format = ("NCX", "NXC")[(seed + seed // 4) % 2]
+    x, rois, batch, out, scale = random_case(seed)
+    rng = np.random.default_rng(100 + seed)
+    draws = [(rois, batch)] + [random_boxes(rng, *x.shape[2:], scale) for _ in range(2)]
+    kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+    pool = jax.jit(
+        lambda a, r, b: jaxpool.psroi_align(a, r, b, out, data_format=data_format, **kwargs)
+    )
+    for rois, batch in draws:
         want = reference.ps_roi_align(x, rois, batch, out, **kwargs)
-        got = call(x, rois, batch, out, data_format, **kwargs)
+        got = pool(cases.to_layout(x, data_format), rois, batch)
         assert got.dtype == np.float32
         check(got, want, data_format)
 
@@ -147,58 +158,63 @@ def test_rules():
 # --------------------------------------------------------------------------------------------
 
 
-# Adaptive sampling's programs are slow to compile: one aligned mode with it, every mode with
-# a fixed ratio (the modes only move the boxes), and both ways of reading fixed ratios: 2 in one
-# unrolled chain, 5 in a loop over tiles.
-@pytest.mark.parametrize(
-    "aligned_mode,sampling_ratio",
-    [("half_pixel_for_nn", 2), ("asymmetric", 5), ("half_pixel", 2), ("half_pixel_for_nn", 0)],
-)
-def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
+# Adaptive sampling with one aligned mode, every mode with a fixed ratio (the modes only move
+# the boxes), and both ways of reading fixed ratios: 2 in one unrolled chain, 5 in a loop over
+# tiles.  Each case its own map, all of them in one program.
+ADJOINT_CASES = [
+    ("half_pixel_for_nn", 2),
+    ("asymmetric", 5),
+    ("half_pixel", 2),
+    ("half_pixel_for_nn", 0),
+]
+
+
+def test_gradient_is_adjoint_of_reference():
     """psroi_align is linear in ``x``: the reference applied to ``v`` is ``J v``, the gradient
     (``vjp``) is its adjoint, and ``jvp`` is ``J v``."""
-    x, rois, batch, out, scale = random_case(50 + sampling_ratio)
-    kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+    functions, xs, vs, ws, jvs = {}, {}, {}, {}, {}
+    for aligned_mode, sampling_ratio in ADJOINT_CASES:
+        name = f"{aligned_mode}-{sampling_ratio}"
+        x, rois, batch, out, scale = random_case(50 + sampling_ratio)
+        kwargs = dict(spatial_scale=scale, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+        functions[name] = functools.partial(
+            jaxpool.psroi_align, rois=rois, batch_indices=batch, output_size=out, **kwargs
+        )
+        rng = np.random.default_rng(sampling_ratio)
+        xs[name], vs[name] = x, rng.standard_normal(x.shape).astype(np.float32)
+        jvs[name] = reference.ps_roi_align(vs[name].astype(np.float64), rois, batch, out, **kwargs)
+        ws[name] = rng.standard_normal(jvs[name].shape).astype(np.float32)
 
-    def f(a):
-        return jaxpool.psroi_align(a, rois, batch, out, **kwargs)
+    @jax.jit
+    def derivatives(xs, vs, ws):
+        return {
+            name: (jax.vjp(f, xs[name])[1](ws[name])[0], jax.jvp(f, (xs[name],), (vs[name],))[1])
+            for name, f in functions.items()
+        }
 
-    rng = np.random.default_rng(sampling_ratio)
-    v = rng.standard_normal(x.shape).astype(np.float32)
-    jv = reference.ps_roi_align(v.astype(np.float64), rois, batch, out, **kwargs)
-    w = rng.standard_normal(jv.shape).astype(np.float32)
-    (jtw,) = jax.vjp(f, jnp.asarray(x))[1](jnp.asarray(w))
-    jv_w = jv.ravel() @ w.ravel().astype(np.float64)
-    v_jtw = np.asarray(jtw, np.float64).ravel() @ v.ravel().astype(np.float64)
-    assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
-    _, tangent = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))
-    check(tangent, jv)
+    for name, (jtw, tangent) in derivatives(xs, vs, ws).items():
+        jv_w = jvs[name].ravel() @ ws[name].ravel().astype(np.float64)
+        v_jtw = np.asarray(jtw, np.float64).ravel() @ vs[name].ravel().astype(np.float64)
+        assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5, name
+        check(tangent, jvs[name])
 
 
-@pytest.mark.parametrize(
-    "aligned_mode,sampling_ratio",
-    [(mode, 2) for mode in ALIGNED_MODES] + [("half_pixel_for_nn", 0)],
-)
-def test_box_derivatives(aligned_mode, sampling_ratio, x64):
-    """Forward and reverse derivatives in the boxes against central differences (float64)."""
+def test_box_derivatives(x64):
+    """Forward and reverse derivatives in the boxes against central differences (float64),
+    in every aligned mode and with adaptive sampling (one program)."""
     rng = np.random.default_rng(5)
     x = jnp.asarray(rng.standard_normal((2, 2 * 6, 12, 12)))
     low = rng.uniform(1, 5, (3, 2))
     rois = jnp.asarray(np.concatenate([low, low + rng.uniform(2.2, 5.8, (3, 2))], 1))
     batch = np.array([0, 1, 0])
 
-    def f(r):
-        return jaxpool.psroi_align(
-            x,
-            r,
-            batch,
-            (2, 3),
-            sampling_ratio=sampling_ratio,
-            aligned_mode=aligned_mode,
-            spatial_scale=0.9,
-        )
+    def pool(aligned_mode, sampling_ratio):
+        kwargs = dict(sampling_ratio=sampling_ratio, aligned_mode=aligned_mode, spatial_scale=0.9)
+        return lambda r: jaxpool.psroi_align(x, r, batch, (2, 3), **kwargs)
 
-    cases.check_box_derivatives(f, rois, rng)
+    settings = [(mode, 2) for mode in ALIGNED_MODES] + [("half_pixel_for_nn", 0)]
+    pools = {f"{mode}-{ratio}": pool(mode, ratio) for mode, ratio in settings}
+    regions.check_box_derivatives(pools, rois, rng)
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,14 +280,8 @@ def test_empty_inputs(n, r, data_format):
     assert low.shape == shape and low.dtype == jnp.bfloat16
 
 
-@pytest.mark.parametrize(
-    "name,picks",
-    [
-        ("psroi_align", (0,)),
-    ],
-)
-def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+def test_nan_box_gives_nan_for_that_box_alone():
     """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants ``picks`` of
-    ``regions.py`` in one program)."""
-    regions.check_nan_box(name, picks)
+    box and its gradient in the features unchanged (the row's variants of ``regions.py`` in one
+    program)."""
+    regions.check_nan_box("psroi_align", (0,))

@@ -1,9 +1,13 @@
 """Every region op on sharded feature maps, on the portable program and on the CPU's.
 
-Each row of ``regions.py`` (the core ops; the ``jaxpool.torch`` rows bind them) runs in one
-program per layout: the outputs of the row's variants in that layout and their vector-Jacobian
-product in the maps.  NCX runs on both programs (``dispatch.force``); in NXC the programs are
-one.  Compiled for two meshes of the 8 host devices, with the boxes replicated:
+Each row of ``regions.py`` (the core ops; the ``jaxpool.torch`` rows bind them) runs in NCX on
+both programs (``dispatch.force``) and in NXC, whose programs are one: in each, the output of one
+of the row's variants (dealt out over the three, so that a row of several variants shards
+several) and its vector-Jacobian product in the maps.  The variants of an op read the map in the
+same way, and a sharding is a property of those reads: each layout and program is checked per
+op, not per op and variant.  Compiled, with the boxes replicated, for the meshes of the 8 host
+devices below: ``channels`` in every layout and program, ``images x channels`` in one of them
+per op, in turns (:data:`CASES`), so that each layout and program meets it:
 
 * ``channels``: the maps sharded 8 ways by channel.  No collective at all, forward or
   gradient, except where an output channel sums input channels that lie in several shards
@@ -41,25 +45,39 @@ BOXES = 6
 PROGRAMS = (("NCX", "portable"), ("NCX", "cpu"), ("NXC", None))
 MESHES = {"channels": (8,), "images x channels": (2, 4)}
 
+SHARDED_ROWS = [row for row in regions.ROWS if "NXC" in row.layouts]
 CASES = [
-    pytest.param(row, fmt, program, id=f"{row.name}-{fmt}-{program or 'any'}")
-    for row in regions.ROWS
-    if "NXC" in row.layouts
-    for fmt, program in PROGRAMS
+    pytest.param(
+        row,
+        fmt,
+        program,
+        row.variants[k % len(row.variants)],
+        ("channels", "images x channels") if k == i % len(PROGRAMS) else ("channels",),
+        id=f"{row.name}-{fmt}-{program or 'any'}",
+    )
+    for i, row in enumerate(SHARDED_ROWS)
+    for k, (fmt, program) in enumerate(PROGRAMS)
 ] + [
     # Adaptive sampling shares the reads of a fixed ratio, and compiles slowly: once, as GPUs
     # and TPUs run it.
-    pytest.param(regions.ADAPTIVE_AVERAGE, "NCX", "portable", id="roi_align_adaptive_avg-NCX")
+    pytest.param(
+        regions.ADAPTIVE_AVERAGE,
+        "NCX",
+        "portable",
+        regions.ADAPTIVE_AVERAGE.variants[0],
+        tuple(MESHES),
+        id="roi_align_adaptive_avg-NCX",
+    )
 ]
 
 
-def _program(row: regions.Row, data_format: str):
-    """``f(*maps, *boxes) -> (outputs, cotangents of the maps)``."""
+def _program(row: regions.Row, data_format: str, variant: dict):
+    """``f(*maps, *boxes) -> (output, cotangents of the maps)``."""
     levels = len(row.maps)
 
     def f(*args):
         maps, boxes = args[:levels], args[levels:]
-        out, pullback = jax.vjp(lambda m: row.outputs(m, boxes, data_format), maps)
+        out, pullback = jax.vjp(lambda m: row.call(m, boxes, data_format, **variant), maps)
         return out, pullback(out)
 
     return f
@@ -70,18 +88,19 @@ def _spec(mesh_axes: tuple[str, ...], data_format: str) -> P:
     return P(images, "c") if data_format == "NCX" else P(images, None, None, "c")
 
 
-@pytest.mark.parametrize("row,data_format,program", CASES)
-def test_sharded_maps(row, data_format, program):
+@pytest.mark.parametrize("row,data_format,program,variant,meshes", CASES)
+def test_sharded_maps(row, data_format, program, variant, meshes):
     devices = jax.devices()
     assert len(devices) >= 8, "conftest.py provides 8 host devices"
     rng = np.random.default_rng(4)
     maps = [rng.standard_normal((IMAGES, CHANNELS, h, w)).astype(np.float32) for h, w in row.maps]
     maps = [m if data_format == "NCX" else np.moveaxis(m, 1, -1) for m in maps]
     boxes = row.boxes(rng, BOXES, IMAGES)
-    f = _program(row, data_format)
+    f = _program(row, data_format, variant)
     with dispatch.force(program) if program else contextlib.nullcontext():
         want = jax.jit(f)(*maps, *boxes)
-        for name, shape in MESHES.items():
+        for name in meshes:
+            shape = MESHES[name]
             axes = ("n", "c") if len(shape) == 2 else ("c",)
             mesh = Mesh(np.array(devices[:8]).reshape(shape), axes)
             sharded = [

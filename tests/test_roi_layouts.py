@@ -7,9 +7,7 @@ gradients, for one image and for several.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import jaxpool
 
@@ -29,49 +27,50 @@ OPS = {
     "psroi_align": lambda x, r, b, f: jaxpool.psroi_align(
         x, r, b, 2, spatial_scale=0.5, sampling_ratio=2, data_format=f
     ),
+    "multilevel_roi_align": lambda x, r, b, f: jaxpool.multilevel_roi_align(
+        x, r, b, 2, spatial_scales=FPN, sampling_ratio=2, data_format=f
+    ),
 }
+# (op, images): one image and several take different CPU programs; every op shares the
+# transposes.
+CASES = [("roi_align", 1), ("roi_align", 2), ("psroi_align", 2), ("multilevel_roi_align", 2)]
 
 
-# One image and several take different CPU programs; every op shares the transposes.
-@pytest.mark.parametrize("op,images", [("roi_align", 1), ("roi_align", 2), ("psroi_align", 2)])
-def test_ncx_equals_nxc(op, images, program):
-    rng = np.random.default_rng(images)
-    x = rng.standard_normal((images, 8, 11, 13)).astype(np.float32)
-    rois = _boxes(rng, 5, 24)
-    batch = rng.integers(0, images, 5).astype(np.int32)
-    f = OPS[op]
-
-    def pooled(a, fmt):
-        return f(a, rois, batch, fmt)
-
-    ncx = jax.jit(pooled, static_argnums=1)(x, "NCX")
-    nxc = jax.jit(pooled, static_argnums=1)(np.moveaxis(x, 1, -1), "NXC")
-    np.testing.assert_array_equal(ncx, np.moveaxis(np.asarray(nxc), -1, 1))
-    ct = rng.standard_normal(ncx.shape).astype(np.float32)
-    g_ncx = jax.grad(lambda a: jnp.sum(pooled(a, "NCX") * ct))(x)
-    g_nxc = jax.grad(lambda a: jnp.sum(pooled(a, "NXC") * np.moveaxis(ct, 1, -1)))(
-        np.moveaxis(x, 1, -1)
-    )
-    np.testing.assert_array_equal(g_ncx, np.moveaxis(np.asarray(g_nxc), -1, 1))
+def _case(rng, op, images):
+    """NCX maps (a pyramid of two for multilevel_roi_align), boxes and batch indices."""
+    if op == "multilevel_roi_align":
+        x = [rng.standard_normal((images, 8, 40 // s, 48 // s)).astype(np.float32) for s in (4, 8)]
+        rois = _boxes(rng, 6, 40)
+    else:
+        x = rng.standard_normal((images, 8, 11, 13)).astype(np.float32)
+        rois = _boxes(rng, 5, 24)
+    return x, rois, rng.integers(0, images, len(rois)).astype(np.int32)
 
 
-def test_multilevel_ncx_equals_nxc(program):
+def test_ncx_equals_nxc(program):
+    """Every case in one program per layout: the same bits, values and gradients."""
     rng = np.random.default_rng(3)
-    maps = [rng.standard_normal((2, 8, 40 // s, 48 // s)).astype(np.float32) for s in (4, 8)]
-    rois = _boxes(rng, 6, 40)
-    batch = rng.integers(0, 2, 6).astype(np.int32)
+    cases = {f"{op}-{images}": (op, *_case(rng, op, images)) for op, images in CASES}
+    cts = {}
+    for name, (op, x, rois, batch) in cases.items():
+        shape = jax.eval_shape(lambda a, op=op, r=rois, b=batch: OPS[op](a, r, b, "NCX"), x).shape
+        cts[name] = rng.standard_normal(shape).astype(np.float32)
 
-    def pooled(levels, fmt):
-        return jaxpool.multilevel_roi_align(
-            levels, rois, batch, 2, spatial_scales=FPN, sampling_ratio=2, data_format=fmt
-        )
+    def every(maps, cts, data_format):
+        out = {}
+        for name, (op, _, rois, batch) in cases.items():
+            y, pullback = jax.vjp(
+                lambda a, op=op, r=rois, b=batch: OPS[op](a, r, b, data_format), maps[name]
+            )
+            out[name] = y, pullback(cts[name])[0]
+        return out
 
-    nxc_maps = [np.moveaxis(m, 1, -1) for m in maps]
-    ncx = jax.jit(pooled, static_argnums=1)(maps, "NCX")
-    nxc = jax.jit(pooled, static_argnums=1)(nxc_maps, "NXC")
-    np.testing.assert_array_equal(ncx, np.moveaxis(np.asarray(nxc), -1, 1))
-    ct = rng.standard_normal(ncx.shape).astype(np.float32)
-    g_ncx = jax.grad(lambda m: jnp.sum(pooled(m, "NCX") * ct))(maps)
-    g_nxc = jax.grad(lambda m: jnp.sum(pooled(m, "NXC") * np.moveaxis(ct, 1, -1)))(nxc_maps)
-    for a, b in zip(g_ncx, g_nxc, strict=True):
-        np.testing.assert_array_equal(a, np.moveaxis(np.asarray(b), -1, 1))
+    def to_nxc(tree):
+        return jax.tree.map(lambda a: np.moveaxis(a, 1, -1), tree)
+
+    maps = {name: case[1] for name, case in cases.items()}
+    pool = jax.jit(every, static_argnums=2)
+    ncx, nxc = pool(maps, cts, "NCX"), pool(to_nxc(maps), to_nxc(cts), "NXC")
+    for name in cases:
+        for a, b in zip(jax.tree.leaves(ncx[name]), jax.tree.leaves(nxc[name]), strict=True):
+            np.testing.assert_array_equal(a, np.moveaxis(np.asarray(b), -1, 1), err_msg=name)

@@ -1,22 +1,24 @@
 """Every region op through ``jax.export`` with a symbolic number of boxes, and of images.
 
-Each row of ``regions.py`` is exported, in one program per layout (the row's variants in that
-layout and the vector-Jacobian product of their outputs in the maps and in the boxes the op is
-smooth in), for ``platforms=("cpu", "cuda", "tpu")`` with its box arrays' shapes symbolic in the
-box count ``r``; serialized, deserialized, and called at two sizes against the program compiled
-for those sizes: the same bits in every output, and the same gradients to the rounding of
-their sums.  The cases (:data:`PROGRAMS`): NCX on the portable program (what GPUs and TPUs
-run; its values, with a static number of images); NCX on the program each platform runs (the
-CPU's here, the portable one lowered for the others) with the maps' first axis symbolic too
-(``"n, ..."``); NXC, whose programs are one, with a static number of images.  A symbolic
-dimension is at least 1, so no export is called with no boxes; the ops' own tests cover
-``R = 0``.  Adaptive sampling (``sampling_ratio=0``) has rows of its own
-(:data:`regions.ADAPTIVE_ROWS`).
+Each row of ``regions.py`` is exported, in one program, for ``platforms=("cpu", "cuda",
+"tpu")`` with its box arrays' shapes symbolic in the box count ``r`` and its maps' first axis
+symbolic too (``"n, ..."``, where the row allows it); serialized, deserialized, and called at
+two sizes against the program compiled for those sizes: the same bits in every output, and the
+same gradients to the rounding of their sums.  The program holds every variant of the row,
+each in its layout (NCX and NXC), and the vector-Jacobian product of the first variant's output
+in the maps and in the boxes the op is smooth in.  It is the program each platform runs: the
+CPU's here, the portable one lowered for the others.  Under symbolic shapes the portable NCX
+program is the NXC one between two transposes (``layout.row_major`` is the identity there), so
+running the NXC variants runs what it adds to the CPU's.
+
+Gradients are checked once per program family: not for the ``jaxpool.torch`` rows (they bind the
+core ops) nor for the second row of ``psroi_pool``, and with adaptive sampling in
+``test_symbolic_adaptive.py``, which differentiates every adaptive op on boxes larger than the
+map.  A symbolic dimension is at least 1, so no export is called with no boxes; the ops' own
+tests cover ``R = 0``.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import jax
 import numpy as np
@@ -26,7 +28,6 @@ from jax import export
 
 import jaxpool
 from jaxpool import torch as tv
-from jaxpool._src import dispatch
 
 # The serving tier: every op exported for three platforms or compiled per layout, program and
 # sharding (`-m serving`; CI runs it beside the op tests).
@@ -37,64 +38,45 @@ CHANNELS = 8
 # (images, boxes) of the two calls of each artifact, with a static and a symbolic image count.
 SIZES = ((2, 1), (2, 5))
 SYMBOLIC_IMAGES_SIZES = ((1, 1), (3, 5))
-# (layout, program forced or None for the platform's own, whether the images are symbolic,
-# whether the gradients are in the program).
-PROGRAMS = (
-    ("NCX", "portable", False, False),
-    ("NCX", None, True, True),
-    ("NXC", None, False, True),
-)
+# The rows whose gradients are in their programs (the module docstring).
+GRADIENTS = {row.name for row in regions.ROWS if row.portable} - {"psroi_pool_spatial_bins"}
 
 
-def _cases(rows):
-    return [
-        pytest.param(
-            row,
-            fmt,
-            program,
-            images and row.symbolic_images,
-            gradients,
-            id=f"{row.name}-{fmt}-{program or 'platform'}",
-        )
-        for row in rows
-        for fmt, program, images, gradients in PROGRAMS
-        if fmt in row.layouts and (row.portable or program != "portable")
-    ]
-
-
-CASES = _cases(regions.ROWS) + _cases(regions.ADAPTIVE_ROWS)
-
-
-def _program(row: regions.Row, data_format: str, gradients: bool):
-    """``f(*maps, *boxes) -> (outputs, cotangents)``: the outputs of ``row``'s variants in
-    ``data_format``, and with ``gradients`` the vector-Jacobian product of all of them (each
-    output its own cotangent) in the maps and the smooth box arrays."""
+def _program(row: regions.Row, layouts: tuple[str, ...], gradients: bool):
+    """``f(*maps, *boxes) -> (outputs, cotangents)``: the outputs of ``row``'s variants in each
+    of ``layouts`` (the maps given once per layout), and with ``gradients`` the vector-Jacobian
+    product of the first output (its own cotangent) in the first layout's maps and the smooth
+    box arrays."""
     levels = len(row.maps)
 
     def f(*args):
-        maps, boxes = args[:levels], args[levels:]
+        maps, boxes = args[: levels * len(layouts)], args[levels * len(layouts) :]
+        out = tuple(
+            y
+            for k, fmt in enumerate(layouts)
+            for y in row.outputs(maps[k * levels : (k + 1) * levels], boxes, fmt)
+        )
+        if not gradients:
+            return out, ()
 
-        def outputs(maps, smooth):
+        def first(maps, smooth):
             given = list(boxes)
             for i, b in zip(row.smooth, smooth):
                 given[i] = b
-            return row.outputs(maps, tuple(given), data_format)
+            return row.call(maps, tuple(given), layouts[0], **row.variants_in(layouts[0])[0])
 
-        smooth = tuple(boxes[i] for i in row.smooth)
-        if not gradients:
-            return outputs(maps, smooth), ()
-        out, pullback = jax.vjp(outputs, maps, smooth)
-        return out, pullback(out)
+        y, pullback = jax.vjp(first, maps[:levels], tuple(boxes[i] for i in row.smooth))
+        return out, pullback(y)
 
     return f
 
 
-def _arguments(row: regions.Row, data_format: str, images: int, count: int, seed: int = 0):
-    """The maps in ``data_format`` and the boxes of ``row`` at a size."""
+def _arguments(row: regions.Row, layouts, images: int, count: int, seed: int = 0):
+    """The maps in each of ``layouts`` and the boxes of ``row`` at a size."""
     rng = np.random.default_rng(seed)
     maps = [rng.standard_normal((images, CHANNELS, h, w)).astype(np.float32) for h, w in row.maps]
-    maps = [m if data_format == "NCX" else np.moveaxis(m, 1, -1) for m in maps]
-    return (*maps, *row.boxes(rng, count, images))
+    laid = [m if fmt == "NCX" else np.moveaxis(m, 1, -1) for fmt in layouts for m in maps]
+    return (*laid, *row.boxes(rng, count, images))
 
 
 def _same_bits(got, want, what):
@@ -105,15 +87,15 @@ def _same_bits(got, want, what):
     )
 
 
-def _check(row, data_format: str, images: str | None, sizes, gradients: bool) -> None:
-    f = _program(row, data_format, gradients)
-    maps = (None if images is None else f"{images}, ...",) * len(row.maps)
-    args = _arguments(row, data_format, *sizes[0])
+def _check(row, layouts, images: str | None, sizes, gradients: bool) -> None:
+    f = _program(row, layouts, gradients)
+    maps = (None if images is None else f"{images}, ...",) * (len(row.maps) * len(layouts))
+    args = _arguments(row, layouts, *sizes[0])
     specs = export.symbolic_args_specs(args, (*maps, *row.specs))
     exported = export.export(jax.jit(f), platforms=PLATFORMS)(*specs)
     restored = export.deserialize(exported.serialize())
     for seed, size in enumerate(sizes):
-        args = _arguments(row, data_format, *size, seed=seed)
+        args = _arguments(row, layouts, *size, seed=seed)
         (values, grads), (want_values, want_grads) = restored.call(*args), jax.jit(f)(*args)
         for k, (got, want) in enumerate(zip(values, want_values, strict=True)):
             _same_bits(got, want, f"output {k} at {size}")
@@ -124,14 +106,14 @@ def _check(row, data_format: str, images: str | None, sizes, gradients: bool) ->
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale)
 
 
-@pytest.mark.parametrize("row,data_format,program,symbolic_images,gradients", CASES)
-def test_symbolic_box_count(row, data_format, program, symbolic_images, gradients):
-    """``R`` symbolic (``"r, 4"``, ``"r"``), and ``N`` where the case says."""
-    with dispatch.force(program) if program else contextlib.nullcontext():
-        if symbolic_images:
-            _check(row, data_format, "n", SYMBOLIC_IMAGES_SIZES, gradients)
-        else:
-            _check(row, data_format, None, SIZES, gradients)
+@pytest.mark.parametrize("row", (*regions.ROWS, *regions.ADAPTIVE_ROWS), ids=lambda r: r.name)
+def test_symbolic_box_count(row):
+    """``R`` symbolic (``"r, 4"``, ``"r"``), and ``N`` where the row allows it."""
+    gradients = row.name in GRADIENTS
+    if row.symbolic_images:
+        _check(row, row.layouts, "n", SYMBOLIC_IMAGES_SIZES, gradients)
+    else:
+        _check(row, row.layouts, None, SIZES, gradients)
 
 
 _X = np.zeros((2, 8, 9, 10), np.float32)

@@ -394,10 +394,12 @@ def test_multi_scale_scales_follow_the_largest_image_height():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool"])
-def test_jit_equals_eager_and_batch_indices_outside(name, jit_mode):
-    """jit equals eager; a batch index outside ``[0, N)`` (-1, N, far outside) gives zeros."""
-    fn = getattr(tv, name)
+REGION_OPS = ("roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool")
+
+
+def test_jit_equals_eager_and_batch_indices_outside(jit_mode):
+    """jit equals eager; a batch index outside ``[0, N)`` (-1, N, far outside) gives zeros
+    (every op in one program)."""
     rng = np.random.default_rng(8)
     x = jnp.asarray(rng.standard_normal((2, 8, 7, 6)), jnp.float32)
     boxes = np.concatenate(
@@ -405,12 +407,17 @@ def test_jit_equals_eager_and_batch_indices_outside(name, jit_mode):
     )
     batch = np.array([[0.0], [1.0], [-1.0], [2.0], [1e10]])
     rows = jnp.asarray(np.concatenate([batch, boxes], 1), jnp.float32)
-    want = fn(x, rows, 2, 0.5)
-    np.testing.assert_array_equal(jit_mode(lambda a, r: fn(a, r, 2, 0.5), x, rows), want)
-    assert not np.any(np.asarray(want[2:])) and np.any(np.asarray(want[:2]))
+
+    def every(a, r):
+        return {name: getattr(tv, name)(a, r, 2, 0.5) for name in REGION_OPS}
+
+    got = jit_mode(every, x, rows)
+    for name, want in every(x, rows).items():
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+        assert not np.any(np.asarray(want[2:])) and np.any(np.asarray(want[:2])), name
 
 
-@pytest.mark.parametrize("name", ["roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool"])
+@pytest.mark.parametrize("name", REGION_OPS)
 def test_no_boxes(name):
     x = jnp.ones((2, 4, 5, 5))
     for boxes in (jnp.zeros((0, 5)), [jnp.zeros((0, 4)), jnp.zeros((0, 4))]):
@@ -418,15 +425,8 @@ def test_no_boxes(name):
         assert y.shape == (0, 1 if name.startswith("ps") else 4, 2, 2)
 
 
-@pytest.mark.parametrize(
-    "name,picks",
-    [
-        ("torch.pools", (0, 1)),
-        ("torch.aligns", (0, 1)),
-    ],
-)
-def test_nan_box_gives_nan_for_that_box_alone(name, picks):
+def test_nan_box_gives_nan_for_that_box_alone():
     """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants ``picks`` of
-    ``regions.py`` in one program)."""
-    regions.check_nan_box(name, picks)
+    box and its gradient in the features unchanged (the rows' variants of ``regions.py`` in one
+    program)."""
+    regions.check_nan_boxes({"torch.pools": (0, 1), "torch.aligns": (0, 1)})
