@@ -240,10 +240,14 @@ def test_roi_pool_boxes_larger_than_the_map_match_runtime(data_format):
     def pool(v, r):
         return jaxpool.roi_pool(v, r, (3, 4), spatial_scale=0.5, data_format=data_format)
 
-    check(jax.jit(pool)(xs, rois), want, data_format)
-    halves = jax.vmap(pool, in_axes=(None, 0))(xs, rois.reshape(2, 10, 5))
+    @jax.jit  # one program: the pool, the pool under vmap, the gradient
+    def every(v, r):
+        halves = jax.vmap(pool, in_axes=(None, 0))(v, r.reshape(2, 10, 5))
+        return pool(v, r), halves, jax.grad(lambda v: pool(v, r).sum())(v)
+
+    pooled, halves, grad = every(jnp.asarray(xs), rois)
+    check(pooled, want, data_format)
     check(halves.reshape(20, *halves.shape[2:]), want, data_format)
-    grad = np.asarray(jax.grad(lambda v: pool(v, rois).sum())(jnp.asarray(xs)))
     want_grad = np.zeros_like(x)
     for r, box in enumerate(rois):
         for c in range(x.shape[1]):
@@ -266,13 +270,17 @@ def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
     def pool(v, r):
         return jaxpool.psroi_pool(v, r, 2, 3, spatial_scale=0.5)
 
-    check(jax.jit(pool)(x, rois), want)
-    halves = jax.vmap(pool, in_axes=(None, 0))(x, rois.reshape(2, 10, 5))
-    check(halves.reshape(20, *halves.shape[2:]), want)
+    @jax.jit  # one program: the pool, the pool under vmap, both derivatives
+    def every(x, r, v, w):
+        halves = jax.vmap(pool, in_axes=(None, 0))(x, r.reshape(2, 10, 5))
+        jv = jax.jvp(lambda a: pool(a, r), (x,), (v,))[1]
+        return pool(x, r), halves, jv, jax.vjp(lambda a: pool(a, r), x)[1](w)[0]
+
     v = rng.standard_normal(x.shape).astype(np.float32)
     w = rng.standard_normal(want.shape).astype(np.float32)
-    _, jv = jax.jvp(lambda a: pool(a, rois), (jnp.asarray(x),), (jnp.asarray(v),))
-    (jtw,) = jax.vjp(lambda a: pool(a, rois), jnp.asarray(x))[1](jnp.asarray(w))
+    pooled, halves, jv, jtw = every(jnp.asarray(x), rois, v, w)
+    check(pooled, want)
+    check(halves.reshape(20, *halves.shape[2:]), want)
     np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, jtw), rtol=1e-5)
 
 

@@ -1,9 +1,8 @@
 """Adaptive sampling (``sampling_ratio=0``) with a symbolic box count ``R`` under ``jax.export``.
 
-Each row is a region op with the gradient in its features of ``sum(sin(op))``; every row is
-exported in one program, for every platform at once, with ``R`` symbolic
-(``jax.export.symbolic_args_specs``), and the artifact is called at two box counts: the same
-bits as the direct call.  The boxes are of
+Each row exports a region op with the gradient in its features of ``sum(sin(op))``, one
+program for every platform at once with ``R`` symbolic (``jax.export.symbolic_args_specs``),
+and calls the artifact at two box counts: the same bits as the direct call.  The boxes are of
 every kind adaptive sampling meets: inside the map, across its border, larger than it (a bin
 then holds more samples than the map has rows), of zero or negative size.  The features are
 channels-last.
@@ -102,7 +101,7 @@ ROWS = {
 
 
 def _values_and_gradient(fn):
-    """``fn`` and the gradient in its features of ``sum(sin(fn))``."""
+    """``fn`` and the gradient in its features of ``sum(sin(fn))``, as one program."""
 
     def both(x, r, b):
         y, pullback = jax.vjp(lambda a: fn(a, r, b), x)
@@ -111,29 +110,23 @@ def _values_and_gradient(fn):
     return both
 
 
-def test_symbolic_box_count():
-    """Every row in one program, one box count ``r`` for all of them."""
-    rng = np.random.default_rng(0)
-    inputs: dict[int, dict] = {3: {}, 7: {}}
-    for count, by_name in inputs.items():
-        for name, (_, x, boxes) in ROWS.items():
-            rois = boxes(rng, count)
-            batch = rng.integers(0, 2, rois.shape[:-1]).astype(np.int32)
-            by_name[name] = (x, jnp.asarray(rois), jnp.asarray(batch))
-    shapes = {
-        name: (None, f"{axes}, _", axes)
-        for name, (_, rois, _) in inputs[3].items()
-        for axes in ["s, r" if rois.ndim == 3 else "r"]
-    }
-    specs = export.symbolic_args_specs(inputs[3], shapes)
-    functions = {name: _values_and_gradient(fn) for name, (fn, _, _) in ROWS.items()}
-    program = jax.jit(lambda every: {name: functions[name](*every[name]) for name in every})
-    exported = export.export(program, platforms=PLATFORMS)(specs)
-    assert all("r" in str(a.shape) for a in exported.in_avals if a.ndim in (1, 2))
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_symbolic_box_count(name):
+    fn, x, boxes = ROWS[name]
+    rng = np.random.default_rng(sorted(ROWS).index(name))
+    inputs = {}
+    for count in (3, 7):
+        rois = boxes(rng, count)
+        batch = rng.integers(0, 2, rois.shape[:-1]).astype(np.int32)
+        inputs[count] = (x, jnp.asarray(rois), jnp.asarray(batch))
+    box_axes = "s, r" if inputs[3][1].ndim == 3 else "r"
+    specs = export.symbolic_args_specs(inputs[3], (None, f"{box_axes}, _", box_axes))
+    program = jax.jit(_values_and_gradient(fn))
+    exported = export.export(program, platforms=PLATFORMS)(*specs)
+    assert "r" in str(exported.in_avals[-2].shape)
     for args in inputs.values():
-        got, want = exported.call(args), program(args)
-        for name in ROWS:
-            for g, w in zip(jax.tree.leaves(got[name]), jax.tree.leaves(want[name])):
-                np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=name)
-            # The boxes read the map: the values are not all zeros.
-            assert np.abs(np.asarray(want[name][0])).max() > 0, name
+        got, want = exported.call(*args), program(*args)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    # The boxes read the map: the values are not all zeros.
+    assert np.abs(np.asarray(jax.jit(fn)(*inputs[7]))).max() > 0
