@@ -8,7 +8,6 @@ from bad_inputs import (
     F32,
     INDEX_TYPES,
     S8,
-    S_X,
     TRACED,
     X1,
     T,
@@ -23,25 +22,16 @@ from bad_inputs import (
     rule,
     traced,
 )
+from test_errors_windows import x_rules
 
 import jaxpool
 
 ADAPTIVE = (jaxpool.adaptive_max_pool, jaxpool.adaptive_avg_pool)
 FMP = jaxpool.fractional_max_pool
-FLOATING = r"`x` must have a floating or integer dtype, got "
 
 # fmt: off
 OUTPUT_SIZE = [
-    rule("rank2", np.zeros((3, 3), F32), 2, error=V,
-         match=r"`x` must have rank 3, 4 or 5 .*got shape \(3, 3\)"),
-    rule("empty-spatial", np.zeros((1, 1, 0, 3), F32), 1, error=V,
-         match=names("x", r"\(1, 1, 0, 3\)")),
-    rule("NXC-too-few-axes", np.zeros((6, 3), F32), (2, 2), data_format="NXC", error=V,
-         match=names("output_size", r"\(6, 3\)")),
-    rule("complex", X.astype(np.complex64), 2, error=T, match=FLOATING + "complex64"),
-    rule("bool", X > 0, 2, error=T, match=FLOATING + "bool"),
-    rule("x-strings", S_X, 2, error=T, match=non_numeric("x")),
-    rule("x-objects", X.astype(object), 2, error=T, match=non_numeric("x")),
+    *x_rules("output_size"),
     rule("output_size-zero", X, 0, error=V,
          match=r"`output_size` \(=0\) must be positive on every spatial axis"),
     rule("output_size-negative", X, (2, -1), error=V, match=names("output_size", "-1")),

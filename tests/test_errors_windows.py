@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import jax.numpy as jnp
 import numpy as np
@@ -35,19 +36,31 @@ ENTRY = r"must have one entry per spatial axis"
 FLOATING = r"`x` must have a floating or integer dtype, got "
 PADDED = r"more than the padded input"
 
+
 # fmt: off
+def x_rules(attribute):
+    """The rules on ``x`` of every pool that pools its spatial axes, ``attribute`` the argument
+    that an NXC input without enough axes for it is blamed on."""
+    return [
+        rule("rank2", np.zeros((4, 4), F32), 2, error=V, match=RANK + r"\(4, 4\)"),
+        rule("rank6", np.zeros((1,) * 6, F32), 1, error=V,
+             match=RANK + r"\(1, 1, 1, 1, 1, 1\)"),
+        rule("empty-spatial", np.zeros((1, 1, 0, 4), F32), 1, error=V,
+             match=r"`x` must have non-empty spatial axes, got shape \(1, 1, 0, 4\)"),
+        rule("NXC-too-few-axes", np.zeros((6, 3), F32), (2, 2), data_format="NXC", error=V,
+             match=names(attribute, r"\(6, 3\)")),
+        *[rule(name, x, 2, error=T, match=FLOATING + name)
+          for name, x in [("complex64", X.astype(np.complex64)), ("bool", X > 0)]],
+        rule("x-strings", S_X, 2, error=T, match=non_numeric("x")),
+        rule("x-objects", X.astype(object), 2, error=T, match=non_numeric("x")),
+        rule("x-strings-batch-axes", S_X, (2,), data_format="NXC", error=T,
+             match=non_numeric("x")),
+    ]
+
+
 # The window description every pool reads: its rank, attributes, dtype and extent rules.
 WINDOW = [
-    rule("rank2", np.zeros((4, 4), F32), 2, error=V, match=RANK + r"\(4, 4\)"),
-    rule("rank6", np.zeros((1,) * 6, F32), 1, error=V, match=RANK + r"\(1, 1, 1, 1, 1, 1\)"),
-    rule("empty-spatial", np.zeros((1, 1, 0, 4), F32), 1, error=V,
-         match=r"`x` must have non-empty spatial axes, got shape \(1, 1, 0, 4\)"),
-    rule("NXC-too-few-axes", np.zeros((6, 3), F32), (2, 2), data_format="NXC", error=V,
-         match=names("kernel", r"\(6, 3\)")),
-    rule("complex", X.astype(np.complex64), 2, error=T, match=FLOATING + "complex64"),
-    rule("bool", X > 0, 2, error=T, match=FLOATING + "bool"),
-    rule("x-strings", S_X, 2, error=T, match=non_numeric("x")),
-    rule("x-strings-batch-axes", S_X, (2,), data_format="NXC", error=T, match=non_numeric("x")),
+    *x_rules("kernel"),
     rule("kernel-len3", X, (2, 2, 2), error=V, match=r"`kernel` \(=\(2, 2, 2\)\) " + ENTRY),
     rule("strides-len1", X, 2, [1], error=V, match=names("strides", r"\[1\]")),
     rule("pads_begin-len3", X, 2, 1, (0, 0, 0), error=V, match=names("pads_begin", r"\(0, 0, 0\)")),
@@ -69,21 +82,11 @@ WINDOW = [
          match=r"`kernel` must be an int or a sequence.*got '2'"),
     rule("kernel-bool", X, True, error=T, match=names("kernel", "True")),
     rule("kernel-none", X, None, error=T, match=names("kernel", "None")),
-    rule("rounding-FLOOR", X, 2, rounding_type="FLOOR", error=V,
-         match=names("rounding_type", "'FLOOR'")),
-    rule("rounding-CEIL", X, 2, rounding_type="CEIL", error=V,
-         match=r"`rounding_type` \(='CEIL'\)"),
     rule("rounding-none", X, 2, rounding_type=None, error=T, match=names("rounding_type", "None")),
-    rule("auto_pad-Same_Upper", X, 2, auto_pad="Same_Upper", error=V,
-         match=names("auto_pad", "'Same_Upper'")),
-    rule("auto_pad-SAME", X, 2, auto_pad="SAME", error=V, match=names("auto_pad", "'SAME'")),
-    rule("auto_pad-same", X, 2, auto_pad="same", error=V, match=r"`auto_pad` \(='same'\)"),
-    rule("data_format-ncx", X, 2, data_format="ncx", error=V,
-         match=names("data_format", "'ncx'")),
-    rule("data_format-NHWC", X, 2, data_format="NHWC", error=V,
-         match=r"`data_format` \(='NHWC'\)"),
-    rule("data_format-NCHW", X, 2, data_format="NCHW", error=V,
-         match=r"`data_format` \(='NCHW'\)"),
+    *[rule(f"{a}-{v}", X, 2, **{a: v}, error=V, match=rf"`{a}` \(={v!r}\)")
+      for a, values in [("rounding_type", ["FLOOR", "CEIL"]),
+                        ("auto_pad", ["Same_Upper", "SAME", "same"]),
+                        ("data_format", ["ncx", "NHWC", "NCHW"])] for v in values],
     rule("kernel-too-large", X, 9, error=V, match=r"`kernel` \(=\(9, 9\)\).*" + PADDED),
     rule("dilated-kernel-too-large", X, 3, 1, 0, 0, dilations=4, error=V,
          match=names("kernel", "3")),
@@ -145,30 +148,20 @@ ROWS = [
         match=names("pads_begin", r"\(1, 1, 1\)")),
     row("avg_pool-kernel-fraction", jaxpool.avg_pool, X, 1.5, error=T,
         match=names("kernel", r"1\.5")),
-    row("avg_pool-rounding-Ceil", jaxpool.avg_pool, X, 2, rounding_type="Ceil", error=V,
-        match=names("rounding_type", "'Ceil'")),
     row("avg_pool-rounding-round", jaxpool.avg_pool, X1, kernel=2, rounding_type="round", error=V,
         match=r"`rounding_type` \(='round'\)"),
-    row("avg_pool-auto_pad-VALID", jaxpool.avg_pool, X, 2, auto_pad="VALID", error=V,
-        match=names("auto_pad", "'VALID'")),
-    row("avg_pool-data_format-nxc", jaxpool.avg_pool, X, 2, data_format="nxc", error=V,
-        match=names("data_format", "'nxc'")),
     row("avg_pool-kernel-too-large-padded", jaxpool.avg_pool, X, (2, 11), 1, 1, 1, error=V,
         match=names("kernel", "11")),
     row("avg_pool-empty-last-axis", jaxpool.avg_pool, np.zeros((1, 1, 4, 0), F32), 1, error=V,
         match=names("x", r"\(1, 1, 4, 0\)")),
-    row("avg_pool-exclude_pad-string", jaxpool.avg_pool, X, 2, exclude_pad="true", error=T,
-        match=names("exclude_pad", "'true'")),
     row("avg_pool-exclude_pad-yes", jaxpool.avg_pool, X1, kernel=2, exclude_pad="yes", error=T,
         match=r"`exclude_pad` must be a bool, got 'yes'"),
-    row("avg_pool-divisor_rule", jaxpool.avg_pool, X, 2, divisor_rule="torch", error=V,
-        match=names("divisor_rule", "'torch'")),
-    row("avg_pool-divisor_override-zero", jaxpool.avg_pool, X, 2, divisor_override=0, error=V,
-        match=names("divisor_override", "0")),
-    row("avg_pool-divisor_override-float", jaxpool.avg_pool, X, 2, divisor_override=2.0,
-        error=T, match=names("divisor_override", r"2\.0")),
-    row("avg_pool-integer_division", jaxpool.avg_pool, X, 2, integer_division="floor",
-        error=V, match=names("integer_division", "'floor'")),
+    *(row(f"avg_pool-{a}-{v}", jaxpool.avg_pool, X, 2, **{a: v}, error=e,
+          match=names(a, re.escape(repr(v))))
+      for a, v, e in [("rounding_type", "Ceil", V), ("auto_pad", "VALID", V),
+                      ("data_format", "nxc", V), ("exclude_pad", "true", T),
+                      ("divisor_rule", "torch", V), ("divisor_override", 0, V),
+                      ("divisor_override", 2.0, T), ("integer_division", "floor", V)]),
     # lp_pool: its norm, and the dilation rules on one spatial axis.
     *(row(f"lp_pool-p-{name}", jaxpool.lp_pool, X1, kernel=2, p=p, error=V, match=rf"`p` \(={m}\)")
       for name, p, m in [("zero", 0, "0"), ("negative", -1.5, "-1.5"), ("inf", math.inf, "inf"),
