@@ -1,9 +1,9 @@
-"""adaptive_avg_pool against the OpenVINO runtime (AdaptiveAvgPool-8), PyTorch and
-``tests/reference.py``.
+"""adaptive_avg_pool against the OpenVINO runtime (AdaptiveAvgPool-8) and
+``tests/reference.py``; against PyTorch, check_grads and float64 with adaptive_max_pool in
+test_adaptive_max_pool.py.
 
-The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
-``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
-the CPU program.
+The runtime checks are a class whose tests run through the ``class_program`` fixture: once on
+the portable program (what GPUs and TPUs run) and once on the CPU program.
 """
 
 import cases
@@ -15,7 +15,6 @@ import oracle
 import pytest
 import reference
 import torch
-from jax.test_util import check_grads
 
 import jaxpool
 
@@ -103,20 +102,6 @@ class TestRuntime:
         )
         assert oracle.adaptive_avg_pool(x[..., :4], [1])[0, 0, 0] == 2  # 2.75 truncated
 
-    def test_float64(self, x64):
-        rng = np.random.default_rng(11)
-        for seed in (2, 8, 14, 20):  # float32 configurations
-            cfg = cases.adaptive_config(seed)
-            x = rng.standard_normal(cfg["shape"])
-            y = jaxpool.adaptive_avg_pool(x, cfg["output_size"])
-            assert y.dtype == jnp.float64
-            np.testing.assert_allclose(
-                y,
-                oracle.adaptive_avg_pool(x.astype(np.float32), cases.runtime_size(cfg)),
-                rtol=1e-5,
-                atol=1e-6,
-            )
-
     def test_output_size_none_and_identity(self, jit_mode):
         x = np.random.default_rng(2).standard_normal((2, 3, 4, 1, 5)).astype(np.float32)
         np.testing.assert_array_equal(
@@ -139,44 +124,6 @@ class TestRuntime:
                 reference.adaptive_avg_pool(x, size),
                 rtol=1e-6,
             )
-
-
-# --------------------------------------------------------------------------------------------
-# PyTorch and gradients.
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.usefixtures("class_program")
-class TestPyTorchAndGradients:
-    """PyTorch's values and gradients, and check_grads, on both programs."""
-
-    @pytest.mark.parametrize("nd", [1, 2, 3])
-    def test_matches_torch_with_grads(self, nd):
-        rng = np.random.default_rng(nd)
-        shape = (2, 3, *[13, 9, 5][:nd])
-        output_size = [5, 4, 3][:nd]
-        x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64) / 7
-        xt = torch.tensor(x, requires_grad=True)
-        yt = getattr(torch.nn.functional, f"adaptive_avg_pool{nd}d")(xt, output_size)
-        g = rng.standard_normal(tuple(yt.shape))
-        yt.backward(torch.tensor(g))
-        y, vjp = jax.vjp(lambda v: jaxpool.adaptive_avg_pool(v, output_size), x.astype(np.float32))
-        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-6)
-        np.testing.assert_allclose(
-            vjp(jnp.asarray(g, jnp.float32))[0], xt.grad.numpy(), rtol=1e-5, atol=1e-6
-        )
-
-    def test_grads(self, x64):
-        """Order 2 in both modes: a narrow-bin axis, a wide-bin axis (11 -> 1) and output larger
-        than input."""
-        rng = np.random.default_rng(0)
-        x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0
-        check_grads(
-            jax.jit(lambda v: jaxpool.adaptive_avg_pool(v, (7, 1))),
-            (x,),
-            order=2,
-            modes=("fwd", "rev"),
-        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_random_configurations_cover_every_kind_of_bin():
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's values and indices, on both programs."""
+    """The runtime's values and indices, on both programs (float64: also adaptive_avg_pool's)."""
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
@@ -135,24 +135,27 @@ class TestRuntime:
                 np.testing.assert_array_equal(y, expected, err_msg=f"{shape} {data}")
                 np.testing.assert_array_equal(i, expected_i, err_msg=f"{shape} {data}")
 
-    def test_float64_and_int64_indices(self, x64):
+    @pytest.mark.parametrize("kind", ["max", "avg"])
+    def test_float64(self, kind, x64):
+        """Against the runtime's float32: adaptive_max_pool's values and int64 indices (every
+        form of the type), adaptive_avg_pool's values."""
         rng = np.random.default_rng(11)
         for seed in (2, 8, 14, 20):  # float32 configurations
             cfg = cases.adaptive_config(seed)
             x = rng.standard_normal(cfg["shape"])
-            expected, expected_i = oracle.adaptive_max_pool(
-                x.astype(np.float32), cases.runtime_size(cfg)
-            )
+            x32, size = x.astype(np.float32), cases.runtime_size(cfg)
+            if kind == "avg":
+                y = jaxpool.adaptive_avg_pool(x, cfg["output_size"])
+                assert y.dtype == jnp.float64
+                expected = oracle.adaptive_avg_pool(x32, size)
+                np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+                continue
+            expected, expected_i = oracle.adaptive_max_pool(x32, size)
             for index_element_type in (None, "i64", jnp.int64):
-                y, i = jaxpool.adaptive_max_pool(
-                    x,
-                    cfg["output_size"],
-                    return_indices=True,
-                    index_element_type=index_element_type,
-                )
+                y, i = _with_indices(x, cfg["output_size"], index_element_type=index_element_type)
                 assert y.dtype == jnp.float64 and i.dtype == jnp.int64
                 np.testing.assert_array_equal(i, expected_i)
-            np.testing.assert_array_equal(y.astype(np.float32), expected)
+                np.testing.assert_array_equal(y.astype(np.float32), expected)
 
     def test_output_size_none_and_identity(self, jit_mode):
         x = np.random.default_rng(2).standard_normal((2, 3, 4, 1, 5)).astype(np.float32)
@@ -177,6 +180,9 @@ def _scatter_counts(indices, shape):
     return reference.max_unpool(np.ones(indices.shape, np.float32), indices, shape, axis=2)
 
 
+NAN_CASES = [((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)), ((1, 2, 50, 50), (16, 16))]
+# cases.special's maps (2, 2, 6, 6) to these sizes.
+NAN_CASES += [("specials", size) for size in [(4, 4), (3, 5), (6, 2)]]
 BIT_CASES = [
     ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
     ((2, 3, 7, 7), (1, 1)),  # global
@@ -192,37 +198,24 @@ BIT_CASES = [
 class TestSpecialValues:
     """NaN, infinities and signed zeros, on both programs."""
 
-    def test_nan_and_inf(self):
+    @pytest.mark.parametrize("shape, output_size", NAN_CASES)
+    def test_nan_and_inf(self, shape, output_size):
         """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
-        gives -inf and its first element."""
-        rng = np.random.default_rng(4)
-        for shape, output_size in (
-            ((2, 2, 9, 7), (4, 3)),
-            ((1, 2, 30), (2,)),
-            ((1, 2, 50, 50), (16, 16)),
-        ):
+        gives -inf and its first element; the gradient goes to the indices."""
+        if shape == "specials":
+            x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch
+        else:
+            rng = np.random.default_rng(4)
             x = rng.standard_normal(shape).astype(np.float32)
             x[rng.random(shape) < 0.1] = np.nan
             x[..., :3] = -np.inf
-            expected, expected_i = reference.adaptive_max_pool(x, output_size)
-            y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
-            np.testing.assert_array_equal(y, expected)
-            np.testing.assert_array_equal(i, expected_i)
-            np.testing.assert_array_equal(jaxpool.adaptive_max_pool(x, output_size), expected)
-            grad = jax.jit(
-                jax.grad(lambda v, s=output_size: jaxpool.adaptive_max_pool(v, s).sum())
-            )(x)
-            np.testing.assert_array_equal(grad, _scatter_counts(expected_i, shape))
-
-    def test_specials(self):
-        x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch axis
-        for size in [(4, 4), (3, 5), (6, 2)]:
-            y, i = jaxpool.adaptive_max_pool(x, size, return_indices=True)
-            y_ref, i_ref = reference.adaptive_max_pool(x, size)
-            np.testing.assert_array_equal(np.asarray(y), y_ref)
-            np.testing.assert_array_equal(np.asarray(i), i_ref)
-            g = jax.jit(jax.grad(lambda x, s=size: jnp.sum(jaxpool.adaptive_max_pool(x, s))))(x)
-            np.testing.assert_array_equal(np.asarray(g), _scatter_counts(i_ref, x.shape))
+        expected, expected_i = reference.adaptive_max_pool(x, output_size)
+        y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
+        np.testing.assert_array_equal(y, expected)
+        np.testing.assert_array_equal(i, expected_i)
+        np.testing.assert_array_equal(jaxpool.adaptive_max_pool(x, output_size), expected)
+        grad = jax.jit(jax.grad(lambda v: jaxpool.adaptive_max_pool(v, output_size).sum()))(x)
+        np.testing.assert_array_equal(grad, _scatter_counts(expected_i, x.shape))
 
     @pytest.mark.parametrize("shape, output_size", BIT_CASES)
     @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
@@ -260,39 +253,45 @@ def _planes(a, data_format):
 
 @pytest.mark.usefixtures("class_program")
 class TestPyTorchAndGradients:
-    """PyTorch's values, indices and gradients, and check_grads, on both programs."""
+    """PyTorch's values, indices and gradients, and check_grads, on both programs, also of
+    adaptive_avg_pool."""
 
+    @pytest.mark.parametrize("kind", ["max", "avg"])
     @pytest.mark.parametrize("nd", [1, 2, 3])
-    def test_matches_torch_with_grads(self, nd):
+    def test_matches_torch_with_grads(self, nd, kind):
+        """adaptive_max_pool's values, indices and gradient; adaptive_avg_pool's values and
+        gradient."""
         rng = np.random.default_rng(nd)
         shape = (2, 3, *[13, 9, 5][:nd])
         output_size = [5, 4, 3][:nd]
         x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64) / 7  # tie-free
         xt = torch.tensor(x, requires_grad=True)
-        yt, it = getattr(torch.nn.functional, f"adaptive_max_pool{nd}d")(
-            xt, output_size, return_indices=True
-        )
+        torch_op = getattr(torch.nn.functional, f"adaptive_{kind}_pool{nd}d")
+        out = torch_op(xt, output_size, **({"return_indices": True} if kind == "max" else {}))
+        yt, it = out if kind == "max" else (out, None)
         g = rng.standard_normal(tuple(yt.shape))
         yt.backward(torch.tensor(g))
-        y, vjp = jax.vjp(lambda v: jaxpool.adaptive_max_pool(v, output_size), x.astype(np.float32))
-        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-6)
-        np.testing.assert_allclose(
-            vjp(jnp.asarray(g, jnp.float32))[0], xt.grad.numpy(), rtol=1e-5, atol=1e-6
-        )
-        _, i = jaxpool.adaptive_max_pool(x.astype(np.float32), output_size, return_indices=True)
-        np.testing.assert_array_equal(i, it.numpy())
 
-    def test_grads(self, x64):
+        def f(v):
+            return getattr(jaxpool, f"adaptive_{kind}_pool")(v, output_size)
+
+        y, grad = jax.jit(lambda v, g: (f(v), jax.vjp(f, v)[1](g)[0]))(
+            x.astype(np.float32), g.astype(np.float32)
+        )
+        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+        if kind == "max":
+            _, i = _with_indices(x.astype(np.float32), output_size)
+            np.testing.assert_array_equal(i, it.numpy())
+
+    @pytest.mark.parametrize("kind", ["max", "avg"])
+    def test_grads(self, kind, x64):
         """Order 2 in both modes: a narrow-bin axis, a wide-bin axis (11 -> 1) and output larger
         than input."""
         rng = np.random.default_rng(0)
         x = rng.permutation(2 * 3 * 5 * 11).reshape(2, 3, 5, 11) / 13.0  # tie-free
-        check_grads(
-            jax.jit(lambda v: jaxpool.adaptive_max_pool(v, (7, 1))),
-            (x,),
-            order=2,
-            modes=("fwd", "rev"),
-        )
+        f = getattr(jaxpool, f"adaptive_{kind}_pool")
+        check_grads(jax.jit(lambda v: f(v, (7, 1))), (x,), order=2, modes=("fwd", "rev"))
 
     @pytest.mark.parametrize(
         "shape, data_format",
