@@ -166,6 +166,8 @@ ROWS = [
     *(row(f"lp_pool-p-{name}", jaxpool.lp_pool, X1, kernel=2, p=p, error=V, match=rf"`p` \(={m}\)")
       for name, p, m in [("zero", 0, "0"), ("negative", -1.5, "-1.5"), ("inf", math.inf, "inf"),
                          ("nan", math.nan, "nan")]),
+    row("lp_pool-integer-x", jaxpool.lp_pool, X1.astype(np.int32), 2, error=T,
+        match="`x` must have a floating dtype, got int32"),
     row("lp_pool-p-bool", jaxpool.lp_pool, X1, kernel=2, p=True, error=T,
         match=r"`p` must be a positive int or float, got True"),
     row("lp_pool-p-string", jaxpool.lp_pool, X1, kernel=2, p="2", error=T,

@@ -202,13 +202,6 @@ def test_transformations(jit_mode):
     np.testing.assert_allclose(y_lin, y, rtol=1e-6)
 
 
-def test_windows_in_the_padding_give_zero():
-    y = jaxpool.lp_pool(jnp.ones((1, 1, 2)), 2, 3, 0, 4, rounding_type="ceil")
-    np.testing.assert_allclose(np.asarray(y), [[[2**0.5, 0.0, 0.0]]], rtol=1e-6)
-    y = jaxpool.lp_pool(jnp.ones((1, 1, 1)), 2, 3, 3, 0)  # no tap reads the input
-    np.testing.assert_array_equal(np.asarray(y), [[[0.0]]])
-
-
 def test_avg_pool_without_dilations_is_unchanged():
     x = jnp.asarray(np.random.default_rng(2).standard_normal((2, 3, 9, 8)), jnp.float32)
     for kwargs in [dict(exclude_pad=True), dict(exclude_pad=False, rounding_type="ceil")]:
@@ -217,17 +210,26 @@ def test_avg_pool_without_dilations_is_unchanged():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_dilated_avg_pool_divisor_counts_taps():
-    x = jnp.ones((1, 1, 5))
+# (id, pool, input, positional arguments, keyword arguments, expected values).
+HAND = [
+    ("lp-windows-in-the-padding", jaxpool.lp_pool, np.ones((1, 1, 2)), (2, 3, 0, 4),
+     dict(rounding_type="ceil"), [2**0.5, 0.0, 0.0]),
+    ("lp-no-tap-reads-the-input", jaxpool.lp_pool, np.ones((1, 1, 1)), (2, 3, 3, 0), {}, [0.0]),
     # Taps at -1, 1 | 0, 2 | 1, 3 | 2, 4 | 3, 5: the first and last windows have one tap inside.
-    np.testing.assert_array_equal(
-        np.asarray(jaxpool.avg_pool(x, 2, 1, 1, 1, dilations=2, exclude_pad=True)),
-        [[[1, 1, 1, 1, 1]]],
-    )
-    np.testing.assert_array_equal(
-        np.asarray(jaxpool.avg_pool(x, 2, 1, 1, 1, dilations=2, exclude_pad=False)),
-        [[[0.5, 1, 1, 1, 0.5]]],
-    )
+    ("avg-dilated-exclude_pad", jaxpool.avg_pool, np.ones((1, 1, 5)), (2, 1, 1, 1),
+     dict(dilations=2, exclude_pad=True), [1, 1, 1, 1, 1]),
+    ("avg-dilated-include_pad", jaxpool.avg_pool, np.ones((1, 1, 5)), (2, 1, 1, 1),
+     dict(dilations=2, exclude_pad=False), [0.5, 1, 1, 1, 0.5]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "pool, x, args, kwargs, expected", [r[1:] for r in HAND], ids=[r[0] for r in HAND]
+)
+def test_hand_computed(pool, x, args, kwargs, expected):
+    y = pool(jnp.asarray(x, jnp.float32), *args, **kwargs)
+    # Exact but for the square root of 2.
+    np.testing.assert_allclose(np.asarray(y)[0, 0], expected, rtol=1e-6)
 
 
 def test_dilated_avg_pool_gradients(program):
@@ -238,8 +240,3 @@ def test_dilated_avg_pool_gradients(program):
             return jaxpool.avg_pool(x, (2, 2), (2, 1), 1, 1, dilations=(2, 3), exclude_pad=True)
 
         check_grads(jax.jit(f), (x,), order=1, modes=("fwd", "rev"))
-
-
-def test_integer_input_is_refused():
-    with pytest.raises(TypeError, match="`x` must have a floating dtype, got int32"):
-        jaxpool.lp_pool(jnp.ones((1, 1, 4), jnp.int32), 2)
