@@ -73,16 +73,18 @@ def _case(seed):
 SEEDS = range(30)
 
 
-def _torch_call(nd, x, kernel, size, samples, cotangent):
-    """PyTorch's values, indices and, with a cotangent, the gradient."""
+def _torch_call(nd, x, kernel, size, samples, cotangent, bf16=False):
+    """PyTorch's values, indices and, with a cotangent, the gradient; ``bf16``: of ``x`` and
+    ``samples`` rounded to bfloat16, the values as float32."""
     op = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
-    xt = torch.tensor(x, requires_grad=cotangent is not None)
-    y, i = op(xt, kernel, return_indices=True, _random_samples=torch.tensor(samples), **size)
+    xt, st = torch.tensor(x, requires_grad=cotangent is not None), torch.tensor(samples)
+    xb, sb = (xt.bfloat16(), st.bfloat16()) if bf16 else (xt, st)
+    y, i = op(xb, kernel, return_indices=True, _random_samples=sb, **size)
     grad = None
     if cotangent is not None:
         y.backward(torch.tensor(cotangent))
         grad = xt.grad.numpy()
-    return y.detach(), i.numpy(), grad
+    return (y.detach().float() if bf16 else y.detach()), i.numpy(), grad
 
 
 def _np(a):
@@ -99,17 +101,11 @@ def test_matches_pytorch(seed, x64):
     samples = rng.random((2, 3, nd)).astype(np.float32 if dtype == "bfloat16" else dtype)
     if seed % 7 == 0:  # PyTorch takes more samples than planes, and reads the first ones
         samples = rng.random((4, 3, nd)).astype(samples.dtype)
-    xt, st = torch.tensor(x), torch.tensor(samples)
-    if dtype == "bfloat16":
-        xt, st = xt.bfloat16(), st.bfloat16()
-    op = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
-    expected, expected_i = op(xt, kernel, return_indices=True, _random_samples=st, **size)
     fn = jtorch.fractional_max_pool2d if nd == 2 else jtorch.fractional_max_pool3d
     call = functools.partial(fn, kernel_size=kernel, return_indices=True, **size)
     xj, sj = _as_dtype(x, dtype), _as_dtype(samples, dtype)
-    cotangent = rng.standard_normal(expected.shape).astype(
-        np.float32 if dtype == "bfloat16" else dtype
-    )
+    out_shape = jax.eval_shape(lambda a, s: call(a, _random_samples=s), xj, sj)[0].shape
+    cotangent = rng.standard_normal(out_shape).astype(np.float32 if dtype == "bfloat16" else dtype)
 
     @jax.jit
     def pooled(a, s, ct):
@@ -117,14 +113,15 @@ def test_matches_pytorch(seed, x64):
         return y, i, vjp((ct.astype(y.dtype), np.zeros(i.shape, jax.dtypes.float0)))[0]
 
     y, i, g = pooled(xj, sj, jnp.asarray(cotangent))
+    low = dtype in ("float16", "bfloat16")  # values and indices only
+    expected, expected_i, grad = _torch_call(
+        nd, x, kernel, size, samples, None if low else cotangent, bf16=dtype == "bfloat16"
+    )
     assert y.dtype == xj.dtype and i.dtype == jnp.int64 and y.shape == tuple(expected.shape)
-    expected = expected.float() if dtype == "bfloat16" else expected
     np.testing.assert_array_equal(_np(y), expected.numpy())
-    np.testing.assert_array_equal(np.asarray(i), expected_i.numpy())
-    if dtype in ("float16", "bfloat16"):
-        return
-    _, _, grad = _torch_call(nd, x, kernel, size, samples, cotangent)
-    np.testing.assert_allclose(np.asarray(g), grad, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(i), expected_i)
+    if not low:
+        np.testing.assert_allclose(np.asarray(g), grad, rtol=1e-6, atol=1e-6)
 
 
 def test_random_cases_cover_what_they_claim():
