@@ -175,12 +175,6 @@ def test_combine_max_is_differentiable():
     np.testing.assert_array_equal(grad(y), [[[0.5, 0.5, 1.0]]])  # equal winners share
 
 
-def test_axis_has_no_default():
-    y, i = jaxpool.max_pool(jnp.ones((1, 1, 4)), 2, return_indices=True, axis=2)
-    with pytest.raises(TypeError, match="'axis'"):
-        jaxpool.max_unpool(y, i, (1, 1, 4))
-
-
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 def test_combine_torch_is_torchs_max_unpool_with_repeated_indices(data_format):
     """``combine="torch"``: PyTorch's CPU max_unpool for arbitrary repeated indices (the last
