@@ -21,11 +21,6 @@ import jaxpool
 torch.set_num_threads(1)
 
 
-# --------------------------------------------------------------------------------------------
-# The OpenVINO runtime.
-# --------------------------------------------------------------------------------------------
-
-
 SEEDS = range(100, 148)
 
 
@@ -126,14 +121,10 @@ class TestRuntime:
             )
 
 
-# --------------------------------------------------------------------------------------------
-# Random output sizes, valid and invalid, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
-
 @cases.fuzz(40)
 @hypothesis.given(cases.adaptive_cases())
 def test_fuzz_against_reference(config):
+    """Random output sizes, valid and invalid, against tests/reference.py."""
     x, size, fmt = config
     if not cases.valid_adaptive(x, size, fmt):
         with pytest.raises((ValueError, TypeError)):

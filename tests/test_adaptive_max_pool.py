@@ -29,11 +29,6 @@ def _with_indices(x, output_size, **kwargs):
     return jaxpool.adaptive_max_pool(x, output_size, return_indices=True, **kwargs)
 
 
-# --------------------------------------------------------------------------------------------
-# The OpenVINO runtime.
-# --------------------------------------------------------------------------------------------
-
-
 SEEDS = range(48)
 
 
@@ -68,9 +63,29 @@ def test_random_configurations_cover_every_kind_of_bin():
     }
 
 
+def _scatter_counts(indices, shape):
+    """How many outputs each input element of NCX ``shape`` is the maximum of."""
+    return reference.max_unpool(np.ones(indices.shape, np.float32), indices, shape, axis=2)
+
+
+NAN_CASES = [((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)), ((1, 2, 50, 50), (16, 16))]
+# cases.special's maps (2, 2, 6, 6) to these sizes.
+NAN_CASES += [("specials", size) for size in [(4, 4), (3, 5), (6, 2)]]
+BIT_CASES = [
+    ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
+    ((2, 3, 7, 7), (1, 1)),  # global
+    ((2, 3, 50), (16,)),  # several runs along one axis
+    ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
+    ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
+    ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
+    ((1, 2, 4, 6, 5), (2, 3, 2)),
+]
+
+
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's values and indices, on both programs (float64: also adaptive_avg_pool's)."""
+    """The runtime's values and indices (NaN, signed zeros: tests/reference.py's), on both
+    programs (float64: also adaptive_avg_pool's)."""
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
@@ -169,35 +184,6 @@ class TestRuntime:
         np.testing.assert_array_equal(y, expected)
         np.testing.assert_array_equal(i, expected_i)
 
-
-# --------------------------------------------------------------------------------------------
-# NaN, infinities and signed zeros, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
-
-def _scatter_counts(indices, shape):
-    """How many outputs each input element of NCX ``shape`` is the maximum of."""
-    return reference.max_unpool(np.ones(indices.shape, np.float32), indices, shape, axis=2)
-
-
-NAN_CASES = [((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)), ((1, 2, 50, 50), (16, 16))]
-# cases.special's maps (2, 2, 6, 6) to these sizes.
-NAN_CASES += [("specials", size) for size in [(4, 4), (3, 5), (6, 2)]]
-BIT_CASES = [
-    ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
-    ((2, 3, 7, 7), (1, 1)),  # global
-    ((2, 3, 50), (16,)),  # several runs along one axis
-    ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
-    ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
-    ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
-    ((1, 2, 4, 6, 5), (2, 3, 2)),
-]
-
-
-@pytest.mark.usefixtures("class_program")
-class TestSpecialValues:
-    """NaN, infinities and signed zeros, on both programs."""
-
     @pytest.mark.parametrize("shape, output_size", NAN_CASES)
     def test_nan_and_inf(self, shape, output_size):
         """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
@@ -236,11 +222,6 @@ class TestSpecialValues:
         y_only = cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg)
         np.testing.assert_array_equal(np.isnan(y_only), np.isnan(expected))
         np.testing.assert_array_equal(y_only[y_only == 0], expected[y_only == 0])
-
-
-# --------------------------------------------------------------------------------------------
-# PyTorch and gradients.
-# --------------------------------------------------------------------------------------------
 
 
 def _planes(a, data_format):
@@ -330,11 +311,6 @@ class TestPyTorchAndGradients:
         check_grads(jax.jit(f), (tie_free,), order=2, modes=("fwd", "rev"))
 
 
-# --------------------------------------------------------------------------------------------
-# Sizes.
-# --------------------------------------------------------------------------------------------
-
-
 def test_huge_input_without_indices():
     """Checked abstractly (2**32 elements, 16 GiB); with int32 plane indices the 2**32
     elements of one plane overflow (see test_errors_adaptive.py)."""
@@ -345,14 +321,10 @@ def test_huge_input_without_indices():
     assert y.shape == i.shape == (2**12, 2**10, 2, 2) and i.dtype == jnp.int32
 
 
-# --------------------------------------------------------------------------------------------
-# Random output sizes, valid and invalid, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
-
 @cases.fuzz(40)
 @hypothesis.given(cases.adaptive_cases())
 def test_fuzz_against_reference(config):
+    """Random output sizes, valid and invalid, against tests/reference.py."""
     x, size, fmt = config
     if not cases.valid_adaptive(x, size, fmt):
         with pytest.raises((ValueError, TypeError)):

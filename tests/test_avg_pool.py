@@ -31,20 +31,18 @@ def _attrs(cfg):
     }
 
 
+# float16 and bfloat16 averages round once more than the runtime's float32 ones.
+TOL = {"float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3), "float32": (2e-6, 1e-6)}
+
+
 def _check(actual, expected, dtype):
-    actual = np.asarray(actual)
     if dtype in ("int8", "uint8", "int32"):
         np.testing.assert_array_equal(actual, expected)
-    elif dtype == "float16":
-        np.testing.assert_allclose(
-            actual.astype(np.float32), expected.astype(np.float32), rtol=1e-3, atol=1e-3
-        )
-    elif dtype == "bfloat16":
-        np.testing.assert_allclose(
-            actual.astype(np.float32), expected.astype(np.float32), rtol=8e-3, atol=8e-3
-        )
     else:
-        np.testing.assert_allclose(actual, expected, rtol=2e-6, atol=1e-6)
+        rtol, atol = TOL[dtype]
+        np.testing.assert_allclose(
+            np.asarray(actual, np.float32), expected.astype(np.float32), rtol=rtol, atol=atol
+        )
 
 
 def _empty_windows(shape, kernel, strides, pads_begin, pads_end, rounding_type, auto_pad, **_):
@@ -87,11 +85,6 @@ def _runtime(x, kernel, **attrs):
     return np.where(empty, np.zeros((), y.dtype), y)
 
 
-# --------------------------------------------------------------------------------------------
-# The OpenVINO runtime.
-# --------------------------------------------------------------------------------------------
-
-
 SEEDS = range(48)
 
 
@@ -110,7 +103,7 @@ def test_random_configurations_cover_every_mode():
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's averages, on both programs."""
+    """The runtime's averages (NaN and infinities: tests/reference.py's), on both programs."""
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
@@ -265,16 +258,6 @@ class TestRuntime:
             )
         ).all()
 
-
-# --------------------------------------------------------------------------------------------
-# NaN and infinities, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.usefixtures("class_program")
-class TestSpecialValues:
-    """NaN and infinities, on both programs."""
-
     def test_specials(self):
         x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch axis
         for exclude_pad in (False, True):
@@ -295,11 +278,6 @@ class TestSpecialValues:
                 g = grad(x)
                 assert np.all(np.isfinite(np.asarray(g))), "a linear op's gradient ignores x"
                 np.testing.assert_array_equal(np.asarray(g), np.asarray(grad(np.zeros_like(x))))
-
-
-# --------------------------------------------------------------------------------------------
-# PyTorch and gradients.
-# --------------------------------------------------------------------------------------------
 
 
 def test_torch_differs_past_pads_end():
@@ -394,10 +372,6 @@ class TestPyTorchAndGradients:
         check_grads(jax.jit(both), (x,), order=2, modes=("fwd", "rev"))
 
 
-# --------------------------------------------------------------------------------------------
-# Random attributes, valid and invalid, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
 FUZZ = cases.fuzz(60)
 
 
@@ -407,8 +381,8 @@ FUZZ = cases.fuzz(60)
     hypothesis.strategies.sampled_from([False, True, False, True, "yes"]),
 )
 def test_fuzz_against_reference(config, exclude_pad):
-    """A valid configuration matches the reference (to float rounding; integers rounded half to
-    even); an invalid one raises ``ValueError`` or ``TypeError``."""
+    """A valid configuration of random attributes matches the reference (to float rounding;
+    integers rounded half to even); an invalid one raises ``ValueError`` or ``TypeError``."""
     x, attrs = config
     fmt = attrs["data_format"]
     if not (cases.valid_sliding(x, attrs) and isinstance(exclude_pad, bool)):

@@ -44,7 +44,7 @@ def _random_input(rng, shape, dtype_name, *, ties: bool) -> np.ndarray:
     dtype = _np_dtype(dtype_name)
     if np.issubdtype(dtype, np.integer):
         # The type's minimum is left out: a window of minima is where the runtime and jaxpool
-        # differ (see test_window_of_integer_minima).
+        # differ (the lowest-* rows of HAND).
         info = np.iinfo(dtype)
         lo, hi = (max(info.min + 1, -6), min(info.max, 6)) if ties else (info.min + 1, info.max)
         if dtype == np.int32 and not ties:
@@ -119,11 +119,6 @@ def _compare(x_ncx, data_format, opset, index_element_type, axis, attrs, values_
     attrs = dict(attrs, index_element_type=index_element_type, axis=axis)
     i = _check(x_ncx, attrs, y_ref, i_ref, data_format, values_only)
     assert i.dtype == (np.int32 if index_element_type == "i32" else np.int64)
-
-
-# --------------------------------------------------------------------------------------------
-# The OpenVINO runtime.
-# --------------------------------------------------------------------------------------------
 
 
 def _grid(seed: int, count: int):
@@ -211,10 +206,6 @@ class TestRuntime:
         )
         _compare(x, "NCX", 8, "i32", 0, attrs)
 
-
-# --------------------------------------------------------------------------------------------
-# Edge cases.
-# --------------------------------------------------------------------------------------------
 
 EDGE_ATTRS = [
     dict(kernel=[3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1]),
@@ -332,10 +323,6 @@ class TestEdgeCases:
         _check(x, dict(config, axis=0), y, i, ct=ct)  # every window holds input
 
 
-# --------------------------------------------------------------------------------------------
-# PyTorch.
-# --------------------------------------------------------------------------------------------
-
 TORCH_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 
 
@@ -380,8 +367,9 @@ def test_grids_cover_every_mode():
 
 
 @pytest.mark.usefixtures("class_program")
-class TestPyTorch:
-    """PyTorch's values, indices and gradients, on both programs."""
+class TestPyTorchAndGradients:
+    """PyTorch's values, indices and gradients, check_grads and forward-mode derivatives, on
+    both programs."""
 
     @pytest.mark.parametrize("config", TORCH_GRID)
     def test_matches_pytorch_values_indices_and_gradients(self, config):
@@ -421,28 +409,6 @@ class TestPyTorch:
         np.testing.assert_array_equal(cases.from_layout(i, data_format), it.numpy())
         reference.assert_sums_equal(cases.from_layout(grad, data_format), xt.grad.numpy())
 
-
-# --------------------------------------------------------------------------------------------
-# Gradients.
-# --------------------------------------------------------------------------------------------
-
-
-def test_indices_do_not_carry_gradients():
-    x = jnp.arange(16.0).reshape(1, 1, 4, 4)
-
-    def f(x):
-        y, i = jaxpool.max_pool(x, 2, return_indices=True)
-        return (y * i.astype(y.dtype)).sum()
-
-    expected = np.zeros(16)
-    expected[[5, 7, 13, 15]] = [5, 7, 13, 15]
-    np.testing.assert_array_equal(np.asarray(jax.grad(f)(x)).ravel(), expected)
-
-
-@pytest.mark.usefixtures("class_program")
-class TestGradients:
-    """Gradients and forward-mode derivatives, on both programs."""
-
     @pytest.mark.parametrize(
         "attrs, data_format",
         [
@@ -477,9 +443,16 @@ class TestGradients:
         np.testing.assert_array_equal(np.asarray(hessian), np.zeros(hessian.shape))
 
 
-# --------------------------------------------------------------------------------------------
-# Dtypes, index types and sizes (abstractly: nothing is computed).
-# --------------------------------------------------------------------------------------------
+def test_indices_do_not_carry_gradients():
+    x = jnp.arange(16.0).reshape(1, 1, 4, 4)
+
+    def f(x):
+        y, i = jaxpool.max_pool(x, 2, return_indices=True)
+        return (y * i.astype(y.dtype)).sum()
+
+    expected = np.zeros(16)
+    expected[[5, 7, 13, 15]] = [5, 7, 13, 15]
+    np.testing.assert_array_equal(np.asarray(jax.grad(f)(x)).ravel(), expected)
 
 
 HUGE = (2**12, 2**10, 2**5, 2**5)  # 2**32 elements, 16 GiB of float32
@@ -511,7 +484,7 @@ ABSTRACT = [
     ids=[str(r[0]) for r in ABSTRACT],
 )
 def test_output_shapes_and_dtypes(shape, dtype, kwargs, x64, out_shape, index_dtype):
-    """Abstractly: nothing is computed."""
+    """Output dtypes, index types and sizes, abstractly: nothing is computed."""
     with jax.enable_x64(x64):
         y, i = jax.eval_shape(
             lambda x: jaxpool.max_pool(x, 2, return_indices=True, **kwargs),
@@ -567,18 +540,14 @@ def test_one_gib_input():
     assert elapsed < 120, f"pooling 1 GiB took {elapsed:.1f} s"
 
 
-# --------------------------------------------------------------------------------------------
-# Random attributes, valid and invalid, against tests/reference.py.
-# --------------------------------------------------------------------------------------------
-
 FUZZ = cases.fuzz(80)
 
 
 @FUZZ
 @hypothesis.given(cases.sliding_cases(with_dilations=True), st.integers(-5, 5), st.booleans())
 def test_fuzz_against_reference(config, axis, return_indices):
-    """A valid configuration matches the reference exactly; an invalid one raises
-    ``ValueError`` or ``TypeError``, and nothing else may happen."""
+    """A valid configuration of random attributes matches the reference exactly; an invalid
+    one raises ``ValueError`` or ``TypeError``, and nothing else may happen."""
     x, attrs = config
     fmt = attrs["data_format"]
     valid = cases.valid_sliding(x, attrs) and -x.ndim <= axis < x.ndim
