@@ -29,15 +29,16 @@ from jaxpool._src import dispatch
 
 ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape differs from onnx's
 
-_CASE_MODULES = (
-    "maxpool",
-    "averagepool",
-    "lppool",
-    "globalmaxpool",
-    "globalaveragepool",
-    "maxunpool",
-    "roialign",
-)
+# ONNX's pooling node-test modules, and the op types of their cases.
+_CASE_TYPES = {
+    "maxpool": "MaxPool",
+    "averagepool": "AveragePool",
+    "lppool": "LpPool",
+    "globalmaxpool": "GlobalMaxPool",
+    "globalaveragepool": "GlobalAveragePool",
+    "maxunpool": "MaxUnpool",
+    "roialign": "RoiAlign",
+}
 
 
 def _node_test_cases():
@@ -46,7 +47,7 @@ def _node_test_cases():
 
     node_cases._TargetOpType = None  # register every op type's cases
     cases = []
-    for module in _CASE_MODULES:
+    for module in _CASE_TYPES:
         name = f"onnx.backend.test.case.node.{module}"
         start = len(node_cases._NodeTestCases)
         with warnings.catch_warnings():
@@ -64,15 +65,7 @@ NODE_TEST_CASES = _node_test_cases()
 
 def test_every_pooling_module_has_cases():
     ops = {case.model.graph.node[0].op_type for case in NODE_TEST_CASES}
-    assert ops == {
-        "MaxPool",
-        "AveragePool",
-        "LpPool",
-        "GlobalMaxPool",
-        "GlobalAveragePool",
-        "MaxUnpool",
-        "RoiAlign",
-    }
+    assert ops == set(_CASE_TYPES.values())
 
 
 @pytest.mark.parametrize("case", NODE_TEST_CASES, ids=lambda case: case.name)

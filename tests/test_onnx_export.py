@@ -30,17 +30,9 @@ import jaxpool.torch  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
-_POOL_NODES = (
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-    "GlobalMaxPool",
-    "GlobalAveragePool",
-    "GlobalLpPool",
-    "MaxUnpool",
-    "MaxRoiPool",
-    "RoiAlign",
-)
+# The pooling nodes that jaxpool.onnx.node reads back.
+_POOL_NODES = "MaxPool AveragePool LpPool GlobalMaxPool GlobalAveragePool GlobalLpPool".split()
+_POOL_NODES += ["MaxUnpool", "MaxRoiPool", "RoiAlign"]
 
 
 def _read_back(op_type):
