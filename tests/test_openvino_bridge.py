@@ -150,23 +150,20 @@ def max_pool_cases(version, n, seed):
     return sample(grid, n, seed)
 
 
-def max_pool_node(param, version, c):
+def window(c, *names):
+    """The opset builders' leading window arguments (strides, [dilations,] pads, kernel) and
+    the case's keyword attributes among ``names``."""
     (pads_begin, pads_end) = c["pads"]
-    args = [list(c["strides"]), list(pads_begin), list(pads_end), list(c["kernel"])]
+    dilations = [list(c["dilations"])] if "dilations" in names else []
+    args = [list(c["strides"]), *dilations, list(pads_begin), list(pads_end), list(c["kernel"])]
+    return args, {k: c[k] for k in ("rounding_type", "auto_pad", *names) if k != "dilations"}
+
+
+def max_pool_node(param, version, c):
     if version == 1:
-        return opset1.max_pool(
-            param, *args, rounding_type=c["rounding_type"], auto_pad=c["auto_pad"]
-        )
-    return OPSETS[version].max_pool(
-        param,
-        args[0],
-        list(c["dilations"]),
-        *args[1:],
-        rounding_type=c["rounding_type"],
-        auto_pad=c["auto_pad"],
-        index_element_type=c["index_element_type"],
-        axis=c["axis"],
-    )
+        return opset1.max_pool(param, *window(c)[0], **window(c)[1])
+    args, kwargs = window(c, "dilations", "index_element_type", "axis")
+    return OPSETS[version].max_pool(param, *args, **kwargs)
 
 
 @pytest.mark.parametrize("version,n", [(1, 5), (8, 6), (14, 7)])
@@ -201,33 +198,16 @@ def test_avg_pool_grid(tmp_path, version, n):
     cases = avg_pool_cases(version, n, seed=version + 1)
     nodes = {}
     for i, c in enumerate(cases):
-        (pads_begin, pads_end) = c["pads"]
-        nodes[f"pool{i}"] = OPSETS[version].avg_pool(
-            param,
-            list(c["strides"]),
-            list(pads_begin),
-            list(pads_end),
-            list(c["kernel"]),
-            exclude_pad=c["exclude_pad"],
-            rounding_type=c["rounding_type"],
-            auto_pad=c["auto_pad"],
-            **({"dilations": list(c["dilations"])} if "dilations" in c else {}),
-        )
+        args, kwargs = window(c, "exclude_pad")
+        dilations = {"dilations": list(c["dilations"])} if "dilations" in c else {}
+        nodes[f"pool{i}"] = OPSETS[version].avg_pool(param, *args, **kwargs, **dilations)
     layers = save_and_run(tmp_path, param, nodes, x)
     for i, c in enumerate(cases):
         pool, (got,) = check(*layers[f"pool{i}"], x)
         assert (pool.type, pool.version, pool.function) == ("AvgPool", version, "avg_pool")
-        (pads_begin, pads_end) = c["pads"]
+        kwargs = window(c, "exclude_pad")[1]
         direct = jaxpool.avg_pool(
-            x,
-            c["kernel"],
-            c["strides"],
-            pads_begin,
-            pads_end,
-            exclude_pad=c["exclude_pad"],
-            rounding_type=c["rounding_type"],
-            auto_pad=c["auto_pad"],
-            dilations=c.get("dilations"),
+            x, c["kernel"], c["strides"], *c["pads"], **kwargs, dilations=c.get("dilations")
         )
         np.testing.assert_array_equal(got, np.asarray(direct))
 
