@@ -93,7 +93,8 @@ counterpart (int64 maxima, averages of integers wider than 8 bits).  ONNX Runtim
 
 from jaxpool._src.interop.onnx import Node as Node
 from jaxpool._src.interop.onnx import export as export
+from jaxpool._src.interop.onnx import export_table as export_table
 from jaxpool._src.interop.onnx import node as node
 from jaxpool._src.interop.onnx import register_export as register_export
 
-__all__ = ["Node", "export", "node", "register_export"]
+__all__ = ["Node", "export", "export_table", "node", "register_export"]

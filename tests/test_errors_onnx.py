@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import functools
 
-from bad_inputs import S_X, T, V, bad_input_test, non_numeric, row
+from bad_inputs import S_X, X1, T, V, bad_input_test, non_numeric, row
 from onnx import helper
 
 import jaxpool.onnx
 
 
 @functools.wraps(jaxpool.onnx.node)
-def node(op_type, domain="", **attributes):
-    """``jaxpool.onnx.node`` of an ``op_type`` node from ``x`` to ``y`` with ``attributes``."""
-    return jaxpool.onnx.node(helper.make_node(op_type, ["x"], ["y"], domain=domain, **attributes))
+def node(op_type, domain="", outputs=("y",), options=None, **attributes):
+    """``jaxpool.onnx.node(..., **options)`` of an ``op_type`` node from ``x`` to ``outputs``
+    with ``attributes``."""
+    proto = helper.make_node(op_type, ["x"], list(outputs), domain=domain, **attributes)
+    return jaxpool.onnx.node(proto, **(options or {}))
 
 
 @functools.wraps(jaxpool.onnx.node)
@@ -42,6 +44,13 @@ ROWS = [
         match=r"`ceil_mode` \(=2\)"),
     row("onnx.node-storage_order", node, "MaxPool", kernel_shape=[2], storage_order=3, error=V,
         match=r"`storage_order` \(=3\)"),
+    row("onnx.node-index_element_type", node, "MaxPool", kernel_shape=[2],
+        options={"index_element_type": "u8"}, error=V, match=r"`index_element_type` \(='u8'\)"),
+    row("onnx.node-opset", node, "MaxPool", kernel_shape=[2], options={"opset": 0}, error=V,
+        match=r"`opset` \(=0\)"),
+    # ONNX's indices are int64: without jax_enable_x64 they need index_element_type="i32"
+    row("onnx.node-indices-without-x64", node_called, "MaxPool", X1, outputs=("y", "i"),
+        kernel_shape=[2], strides=[2], error=V, match=r"`index_element_type='i32'`"),
     row("onnx.node-x-strings", node_called, "MaxPool", S_X, kernel_shape=[2, 2], error=T,
         match=non_numeric("x")),
 ]

@@ -10,8 +10,7 @@ refusal is checked with its message.
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
+import re
 
 import jax
 import jax.numpy as jnp
@@ -31,17 +30,9 @@ import jaxpool.torch  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
-_POOL_NODES = (
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-    "GlobalMaxPool",
-    "GlobalAveragePool",
-    "GlobalLpPool",
-    "MaxUnpool",
-    "MaxRoiPool",
-    "RoiAlign",
-)
+# The pooling nodes that jaxpool.onnx.node reads back.
+_POOL_NODES = "MaxPool AveragePool LpPool GlobalMaxPool GlobalAveragePool GlobalLpPool".split()
+_POOL_NODES += ["MaxUnpool", "MaxRoiPool", "RoiAlign"]
 
 
 def _read_back(op_type):
@@ -92,26 +83,16 @@ def _compare(got, want, rtol, what):
 
 
 def roundtrip(fn, *args, rtol=0.0, nodes=None):
-    """Exports ``fn``, checks ONNX Runtime and the read-back nodes against ``fn``; returns the
-    model's node types."""
+    """Exports ``fn``, checks ONNX Runtime and the read-back nodes against ``fn``, and the node
+    types (joined by spaces) against the regex ``nodes``; returns the node types."""
     want = [np.asarray(w) for w in jax.tree.leaves(fn(*args))]
     model = jaxpool.onnx.export(fn, *args)
     types = [n.op_type for n in model.graph.node]
     if nodes is not None:
-        assert types == nodes
+        assert re.fullmatch(nodes, " ".join(types)), types
     _compare(_run_ort(model, args), want, rtol, f"ONNX Runtime, {types}")
     _compare(_run_read_back(model, args), want, rtol, f"read back, {types}")
     return types
-
-
-def _both_layouts(pool):
-    """``pool(x, data_format)`` of an NCX input and of another, NXC input, in one model."""
-    return lambda x, x_nxc: (pool(x, "NCX"), pool(x_nxc, "NXC"))
-
-
-def _inputs(shape, **kwargs):
-    """An NCX input and a different NXC one, for :func:`_both_layouts`."""
-    return _x(shape, **kwargs), _x(shape, data_format="NXC", seed=1, **kwargs)
 
 
 def _x(shape, dtype=np.float32, seed=0, data_format="NCX"):
@@ -124,11 +105,16 @@ def _x(shape, dtype=np.float32, seed=0, data_format="NCX"):
     return rng.standard_normal(shape).astype(dtype)
 
 
+def _inputs(shape):
+    """An NCX input and a different NXC one."""
+    return _x(shape), _x(shape, data_format="NXC", seed=1)
+
+
 # --------------------------------------------------------------------------------------------
-# max_pool -> MaxPool
+# Tables of cases, each table in both layouts in one model.
 # --------------------------------------------------------------------------------------------
 
-# (NCX shape, attributes, axis), each exported in both layouts, all in one model.
+# (NCX shape, attributes, axis)
 MAX_POOL_CASES = [
     ((2, 3, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil"), 0),
     ((1, 2, 9), dict(kernel=2, strides=2, pads_begin=1, pads_end=1, dilations=2,
@@ -138,6 +124,37 @@ MAX_POOL_CASES = [
     ((1, 1, 6, 5), dict(kernel=2, strides=1, dilations=2, auto_pad="same_lower"), 2),
     ((1, 1, 1, 5), dict(kernel=(1, 2), strides=1, auto_pad="valid"), 0),
 ]  # fmt: skip
+AVG_POOL_CASES = [
+    ((1, 2, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
+                        rounding_type="ceil")),
+    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil")),
+    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil_torch",
+                     divisor_rule="padded_input")),
+    ((1, 2, 5, 5), dict(kernel=2, strides=2, rounding_type="ceil")),
+    ((1, 1, 5, 5, 4), dict(kernel=2, strides=1, pads_begin=1, dilations=(2, 1, 2))),
+    ((1, 2, 7, 6), dict(kernel=(3, 2), strides=2, auto_pad="same_lower")),
+]  # fmt: skip
+LP_POOL_CASES = [
+    ((1, 2, 6, 5), dict(kernel=2, strides=1, p=1)),
+    ((1, 2, 7), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, p=2,
+                     rounding_type="ceil_torch")),
+    ((1, 1, 7, 6), dict(kernel=2, strides=1, dilations=2, p=3)),
+    ((1, 2, 4, 4), dict(kernel=2, p=2.0)),
+]  # fmt: skip
+# (NCX shape, output size): global, uniform bins that divide the input, overlapping uniform
+# bins (of 2, stride 1), bins of 7 to 3, 3-D with an axis left as it is, more outputs than
+# inputs.
+ADAPTIVE_CASES = [
+    ((2, 3, 5, 4), 1),
+    ((1, 2, 6, 4), (3, 2)),
+    ((1, 2, 5), 4),
+    ((2, 2, 7, 5), (3, 3)),
+    ((1, 2, 5, 4, 7), (3, None, 2)),
+    ((1, 1, 3, 2), (5, 3)),
+]
+ROIS = np.array(
+    [[0, 1.2, 0.7, 6.1, 5.3], [1, 0.0, 0.0, 7.0, 7.0], [0, 3.4, 2.2, 4.1, 7.9]], np.float32
+)
 
 
 def _in_one_model(table, pool, rtol=0.0, ties=False):
@@ -155,26 +172,56 @@ def _in_one_model(table, pool, rtol=0.0, ties=False):
     return roundtrip(fn, *inputs, rtol=rtol)
 
 
-def test_max_pool():
-    def pool(x, data_format, attrs, axis):
-        return jaxpool.max_pool(x, **attrs, data_format=data_format, return_indices=True, axis=axis)
-
-    types = _in_one_model(MAX_POOL_CASES, pool)
-    assert types.count("MaxPool") == 2 * len(MAX_POOL_CASES)
-    # into NCX, and the values and indices back
-    assert types.count("Transpose") == 3 * len(MAX_POOL_CASES)
-
-
-def test_max_pool_values_only_is_one_node():
-    assert roundtrip(lambda x: jaxpool.max_pool(x, 2, 1), _x((1, 2, 5, 5))) == ["MaxPool"]
+# (node, table, pool(x, data_format, *rest), rtol)
+WINDOW_TABLES = [
+    ("MaxPool", MAX_POOL_CASES, lambda x, f, attrs, axis: jaxpool.max_pool(
+        x, **attrs, data_format=f, return_indices=True, axis=axis), 0.0),
+    ("AveragePool", AVG_POOL_CASES,
+     lambda x, f, attrs: jaxpool.avg_pool(x, **attrs, data_format=f), 1e-6),
+    ("LpPool", LP_POOL_CASES, lambda x, f, attrs: jaxpool.lp_pool(x, **attrs, data_format=f), 1e-5),
+]  # fmt: skip
 
 
-def test_max_pool_ties_and_infinities():
-    x = np.random.default_rng(1).integers(0, 2, (2, 2, 6, 6)).astype(np.float32)
-    x[0, 0, 0, :] = np.inf
-    x[0, 1, :3, :3] = -np.inf  # a window of -inf only
-    x[1, 0, 2, 2] = -np.inf
-    roundtrip(lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True), x)
+@pytest.mark.parametrize(
+    "node, table, pool, rtol", WINDOW_TABLES, ids=[r[0] for r in WINDOW_TABLES]
+)
+def test_window_pools(node, table, pool, rtol):
+    types = _in_one_model(table, pool, rtol)
+    assert types.count(node) == 2 * len(table)
+    # each NXC case: its input into NCX, and every output back (MaxPool's indices too)
+    assert types.count("Transpose") == len(table) * (3 if node == "MaxPool" else 2)
+
+
+def test_adaptive_pools():
+    def pool(x, data_format, output_size):
+        return (
+            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format),
+            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format, return_indices=True),
+            jaxpool.adaptive_avg_pool(x, output_size, data_format=data_format),
+        )
+
+    _in_one_model(ADAPTIVE_CASES, pool, rtol=1e-6, ties=True)
+
+
+def test_roi_pool():
+    def pool(x, data_format):
+        return jaxpool.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9, data_format=data_format)
+
+    assert _in_one_model([((2, 3, 8, 9),)], pool).count("MaxRoiPool") == 2
+
+
+def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
+    fn = lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1, rounding_type="ceil")  # noqa: E731
+    model = jaxpool.onnx.export(fn, _x((1, 1, 6)))
+    (node,) = model.graph.node
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["pads"] == [1, 2] and attributes.get("ceil_mode", 0) == 0
+    assert attributes["count_include_pad"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# One call per model: types, ties, infinities, and the nodes each call exports as.
+# --------------------------------------------------------------------------------------------
 
 
 def _in_bfloat16(pool):
@@ -190,211 +237,126 @@ def _in_bfloat16(pool):
     return fn
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "float16", "bfloat16"])
-def test_max_pool_dtypes(dtype):
-    pool = lambda x: jaxpool.max_pool(x, 2, 1, 0, 1, return_indices=True)  # noqa: E731
+def _typed(pool, dtype, shape, seed=0, extremes=False):
+    """``pool`` and an input of ``dtype`` (``extremes``: an integer type's least and largest
+    values in it)."""
     if dtype == "bfloat16":
-        x, pool = _x((1, 2, 5, 5)), _in_bfloat16(pool)
-    else:
-        x = _x((1, 2, 5, 5), dtype)
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        x[0, 0, 0, 0], x[0, 1, 4, 4] = info.min, info.max
-    types = roundtrip(pool, x)
-    widened = dtype in ("int16", "int32", "bfloat16")
-    assert ("Cast" in types[: types.index("MaxPool")]) == widened
+        return _in_bfloat16(pool), _x(shape, seed=seed)
+    x = _x(shape, dtype, seed=seed)
+    if extremes and np.dtype(dtype).kind in "iu":
+        x[0, 0, 0, 0], x[0, 1, -1, -1] = np.iinfo(dtype).min, np.iinfo(dtype).max
+    return pool, x
 
 
-# --------------------------------------------------------------------------------------------
-# avg_pool -> AveragePool, lp_pool -> LpPool
-# --------------------------------------------------------------------------------------------
+def _infinite(shape, at_inf, at_neg_inf):
+    x = _x(shape)
+    x[at_inf], x[at_neg_inf] = np.inf, -np.inf
+    return x
 
-AVG_POOL_CASES = [
-    ((1, 2, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
-                        rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil_torch",
-                     divisor_rule="padded_input")),
-    ((1, 2, 5, 5), dict(kernel=2, strides=2, rounding_type="ceil")),
-    ((1, 1, 5, 5, 4), dict(kernel=2, strides=1, pads_begin=1, dilations=(2, 1, 2))),
-    ((1, 2, 7, 6), dict(kernel=(3, 2), strides=2, auto_pad="same_lower")),
+
+def _ties_and_infinities():
+    x = np.random.default_rng(1).integers(0, 2, (2, 2, 6, 6)).astype(np.float32)
+    x[0, 0, 0, :] = np.inf
+    x[0, 1, :3, :3] = -np.inf  # a window of -inf only
+    x[1, 0, 2, 2] = -np.inf
+    return x
+
+
+def case(id, fn, *args, rtol=0.0, nodes=None):
+    """``fn(*args)`` round-tripped; ``nodes``: a regex the model's node types (joined by
+    spaces) match in full."""
+    return pytest.param(fn, args, rtol, nodes, id=id)
+
+
+def _max(x):
+    return jaxpool.max_pool(x, 2, 1, 0, 1, return_indices=True)
+
+
+def _avg(x):
+    return jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)
+
+
+X6, X75 = _x((1, 2, 6, 6)), _infinite((1, 2, 7, 5), (0, 0, 0, 0), (0, 1, 6, 4))
+MIN_X = np.random.default_rng(0).permutation(2 * 3 * 6 * 5 * 2).reshape(2, 3, 6, 5, 2)
+MIN_POOL = functools.partial(jaxpool.min_pool, kernel=(2, 2), strides=1, data_format="NXC")
+WIDENED = "(Cast )+MaxPool( Cast)+"  # pooled in float32 or float64 (exact Casts)
+CASES = [
+    case("max_pool-values-only", lambda x: jaxpool.max_pool(x, 2, 1), _x((1, 2, 5, 5)),
+         nodes="MaxPool"),
+    case("max_pool-ties-infinities", lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
+         _ties_and_infinities()),
+    *(case(f"max_pool-{dtype}", *_typed(_max, dtype, (1, 2, 5, 5), extremes=True), nodes=nodes)
+      for dtype, nodes in [("int8", "MaxPool Cast"), ("uint8", "MaxPool Cast"), ("int16", WIDENED),
+                           ("int32", WIDENED), ("float16", "MaxPool Cast"), ("bfloat16", WIDENED)]),
+    *(case(f"avg_pool-{dtype}", *_typed(_avg, dtype, (1, 2, 6, 5), seed=3), rtol=rtol)
+      for dtype, rtol in [("float16", 1e-3), ("bfloat16", 1e-2), ("int8", 0), ("uint8", 0)]),
+    # halves: 1.5, 3.5, -1.5, 5.5, rounded to even
+    case("avg_pool-int8-ties", lambda x: jaxpool.avg_pool(x, 2),
+         np.array([[[1, 2, 3, 4, -1, -2, 5, 6]]], np.int8), nodes="Cast AveragePool Round Cast"),
+    case("avg_pool-infinities", lambda x: jaxpool.avg_pool(x, 2, 1, exclude_pad=True),
+         _infinite((1, 1, 5, 5), (0, 0, 0, 0), (0, 0, 3, 3)), rtol=1e-6),
+    case("lp_pool-whole-input", lambda x: jaxpool.lp_pool(x, (4, 5), p=3), _x((2, 3, 4, 5)),
+         rtol=1e-5, nodes="LpPool"),
+    case("adaptive_max_pool-global", lambda x: jaxpool.adaptive_max_pool(x, 1), X6,
+         nodes="GlobalMaxPool"),
+    case("adaptive_avg_pool-global", lambda x: jaxpool.adaptive_avg_pool(x, 1), X6, rtol=1e-6,
+         nodes="GlobalAveragePool"),
+    case("adaptive_avg_pool-window", lambda x: jaxpool.adaptive_avg_pool(x, 3), X6, rtol=1e-6,
+         nodes="AveragePool"),
+    case("adaptive_max_pool-window", lambda x: jaxpool.adaptive_max_pool(x, 2, return_indices=True),
+         X6, nodes="MaxPool Mod Cast"),
+    *(case(f"adaptive_avg_pool-bins-{name}", lambda x: jaxpool.adaptive_avg_pool(x, (3, 2)), x,
+           rtol=1e-6 if name == "infinities" else 0)
+      for name, x in [("infinities", X75), ("int8", _x((1, 2, 7, 5), np.int8))]),
+    *(case(f"adaptive_max_pool-bins-{name}",
+           lambda x: jaxpool.adaptive_max_pool(x, (3, 2), return_indices=True), x)
+      for name, x in [("infinities", X75), ("int8", _x((1, 2, 7, 5), np.int8))]),
+    case("min_pool", lambda x: MIN_POOL(x, return_indices=True, axis=2), MIN_X.astype(np.float32),
+         nodes="(?=.*Neg).*MaxPool.*"),
+    case("min_pool-int32", MIN_POOL, MIN_X[0].astype(np.int32), nodes=".*BitwiseNot.*"),
+    # torchvision's roi_pool scans as MaxRoiPool does (a strict `>` from the lowest finite value)
+    case("torch.roi_pool", lambda x: jaxpool.torch.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9),
+         _x((2, 3, 8, 9)), nodes="MaxRoiPool"),
+    # a RoiAlign node with mode="max" read by jaxpool.onnx.node exports as itself
+    case("onnx.node-RoiAlign-max", jaxpool.onnx.node(onnx.helper.make_node(
+        "RoiAlign", ["x", "rois", "b"], ["y"], mode="max", output_height=2, output_width=3,
+        sampling_ratio=2)), _x((2, 3, 8, 9)), ROIS[:, 1:], ROIS[:, 0].astype(np.int32),
+        rtol=1e-5, nodes="Cast RoiAlign"),
 ]  # fmt: skip
 
 
-def test_avg_pool():
-    def pool(x, data_format, attrs):
-        return jaxpool.avg_pool(x, **attrs, data_format=data_format)
-
-    types = _in_one_model(AVG_POOL_CASES, pool, rtol=1e-6)
-    assert types.count("AveragePool") == 2 * len(AVG_POOL_CASES)
+@pytest.mark.parametrize("fn, args, rtol, nodes", CASES)
+def test_roundtrip(fn, args, rtol, nodes):
+    roundtrip(fn, *args, rtol=rtol, nodes=nodes)
 
 
-def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
-    fn = lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1, rounding_type="ceil")  # noqa: E731
-    model = jaxpool.onnx.export(fn, _x((1, 1, 6)))
-    (node,) = model.graph.node
-    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    assert attributes["pads"] == [1, 2] and attributes.get("ceil_mode", 0) == 0
-    assert attributes["count_include_pad"] == 1
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8"])
-def test_avg_pool_dtypes(dtype):
-    fn = lambda x: jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)  # noqa: E731
-    if dtype == "bfloat16":
-        x, fn = _x((1, 2, 6, 5), seed=3), _in_bfloat16(fn)
-    else:
-        x = _x((1, 2, 6, 5), dtype, seed=3)
-    roundtrip(fn, x, rtol=1e-2 if dtype == "bfloat16" else 1e-3 if dtype == "float16" else 0)
-
-
-def test_avg_pool_rounds_integer_ties_to_even():
-    x = np.array([[[1, 2, 3, 4, -1, -2, 5, 6]]], np.int8)  # halves: 1.5, 3.5, -1.5, 5.5
-    assert roundtrip(lambda x: jaxpool.avg_pool(x, 2), x) == [
-        "Cast",
-        "AveragePool",
-        "Round",
-        "Cast",
-    ]
-
-
-def test_avg_pool_infinities():
-    x = _x((1, 1, 5, 5))
-    x[0, 0, 0, 0], x[0, 0, 3, 3] = np.inf, -np.inf
-    roundtrip(lambda x: jaxpool.avg_pool(x, 2, 1, exclude_pad=True), x, rtol=1e-6)
-
-
-LP_POOL_CASES = [
-    ((1, 2, 6, 5), dict(kernel=2, strides=1, p=1)),
-    ((1, 2, 7), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, p=2,
-                     rounding_type="ceil_torch")),
-    ((1, 1, 7, 6), dict(kernel=2, strides=1, dilations=2, p=3)),
-    ((1, 2, 4, 4), dict(kernel=2, p=2.0)),
-]  # fmt: skip
-
-
-def test_lp_pool():
-    def pool(x, data_format, attrs):
-        return jaxpool.lp_pool(x, **attrs, data_format=data_format)
-
-    types = _in_one_model(LP_POOL_CASES, pool, rtol=1e-5)
-    assert types.count("LpPool") == 2 * len(LP_POOL_CASES)
-
-
-def test_lp_pool_over_the_whole_input():
-    x = _x((2, 3, 4, 5))
-    assert roundtrip(lambda x: jaxpool.lp_pool(x, (4, 5), p=3), x, rtol=1e-5) == ["LpPool"]
-
-
-# --------------------------------------------------------------------------------------------
-# Adaptive pools: global nodes, sliding windows, or bins gathered per axis.
-# --------------------------------------------------------------------------------------------
-
-# (NCX shape, output size): global, uniform bins that divide the input, overlapping uniform
-# bins (of 2, stride 1), bins of 7 to 3, 3-D with an axis left as it is, more outputs than
-# inputs.
-ADAPTIVE_CASES = [
-    ((2, 3, 5, 4), 1),
-    ((1, 2, 6, 4), (3, 2)),
-    ((1, 2, 5), 4),
-    ((2, 2, 7, 5), (3, 3)),
-    ((1, 2, 5, 4, 7), (3, None, 2)),
-    ((1, 1, 3, 2), (5, 3)),
-]
-
-
-def test_adaptive_pools():
-    def pool(x, data_format, output_size):
-        return (
-            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format),
-            jaxpool.adaptive_max_pool(x, output_size, data_format=data_format, return_indices=True),
-            jaxpool.adaptive_avg_pool(x, output_size, data_format=data_format),
-        )
-
-    _in_one_model(ADAPTIVE_CASES, pool, rtol=1e-6, ties=True)
-
-
-def test_adaptive_nodes():
-    x = _x((1, 2, 6, 6))
-    assert roundtrip(lambda x: jaxpool.adaptive_max_pool(x, 1), x) == ["GlobalMaxPool"]
-    assert roundtrip(lambda x: jaxpool.adaptive_avg_pool(x, 1), x, rtol=1e-6) == [
-        "GlobalAveragePool"
-    ]
-    assert roundtrip(lambda x: jaxpool.adaptive_avg_pool(x, 3), x, rtol=1e-6) == ["AveragePool"]
-    max_indices = roundtrip(lambda x: jaxpool.adaptive_max_pool(x, 2, return_indices=True), x)
-    assert max_indices == ["MaxPool", "Mod", "Cast"]
-
-
-def test_adaptive_infinities_and_integers():
-    x = _x((1, 2, 7, 5))
-    x[0, 0, 0, 0], x[0, 1, 6, 4] = np.inf, -np.inf
-    roundtrip(lambda x: jaxpool.adaptive_avg_pool(x, (3, 2)), x, rtol=1e-6)
-    roundtrip(lambda x: jaxpool.adaptive_max_pool(x, (3, 2), return_indices=True), x)
-    xi = _x((1, 2, 7, 5), np.int8)
-    roundtrip(lambda x: jaxpool.adaptive_avg_pool(x, (3, 2)), xi)
-    roundtrip(lambda x: jaxpool.adaptive_max_pool(x, (3, 2), return_indices=True), xi)
-
-
-# --------------------------------------------------------------------------------------------
-# max_unpool -> MaxUnpool (combine="max") or ScatterElements (combine="sum")
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("axis", [0, 1, 2])
-def test_max_unpool(axis):
+def test_max_unpool():
+    """``combine="max"`` as MaxUnpool, ``"sum"`` as ScatterElements, for every ``axis`` and both
+    layouts; and overlapping windows that name some positions twice, whose values add up."""
     x, nxc = _inputs((2, 2, 5, 7))
+    calls = [(axis, a, f) for axis in (0, 1, 2) for a, f in ((x, "NCX"), (nxc, "NXC"))]
     pooled = [
-        jaxpool.max_pool(a, 3, 2, 0, 1, data_format=f, return_indices=True, axis=axis)
-        for a, f in ((x, "NCX"), (nxc, "NXC"))
+        np.asarray(o)
+        for axis, a, f in calls
+        for o in jaxpool.max_pool(a, 3, 2, 0, 1, data_format=f, return_indices=True, axis=axis)
     ]
+    x6 = _x((1, 1, 6))
+    pooled += [np.asarray(o) for o in jaxpool.max_pool(x6, 3, 1, return_indices=True)]
 
-    def fn(y, indices, y_nxc, indices_nxc):
+    def fn(*args):
+        ys, indices = args[::2], args[1::2]
         return [
-            jaxpool.max_unpool(a, i, shape, axis=axis, combine=combine, data_format=f)
-            for a, i, shape, f in (
-                (y, indices, x.shape, "NCX"),
-                (y_nxc, indices_nxc, nxc.shape, "NXC"),
-            )
+            jaxpool.max_unpool(y, i, a.shape, axis=axis, combine=combine, data_format=f)
+            for (axis, a, f), y, i in zip(calls, ys, indices)
             for combine in ("max", "sum")
-        ]
+        ] + [jaxpool.max_unpool(ys[-1], indices[-1], x6.shape, axis=0)]
 
-    args = [np.asarray(a) for pair in pooled for a in pair]
-    types = roundtrip(fn, *args, rtol=1e-6)
-    assert types.count("MaxUnpool") == 2 and types.count("ScatterElements") == 2
-
-
-def test_max_unpool_repeated_positions_sum():
-    # overlapping windows name some positions twice: their values add up
-    x = _x((1, 1, 6))
-    y, indices = jaxpool.max_pool(x, 3, 1, return_indices=True)
-    fn = lambda y, i: jaxpool.max_unpool(y, i, x.shape, axis=0)  # noqa: E731
-    roundtrip(fn, np.asarray(y), np.asarray(indices), rtol=1e-6)
+    types = roundtrip(fn, *pooled, rtol=1e-6)
+    assert types.count("MaxUnpool") == 6 and types.count("ScatterElements") == 7
 
 
-# --------------------------------------------------------------------------------------------
-# roi_pool -> MaxRoiPool, roi_align -> RoiAlign
-# --------------------------------------------------------------------------------------------
-
-ROIS = np.array(
-    [[0, 1.2, 0.7, 6.1, 5.3], [1, 0.0, 0.0, 7.0, 7.0], [0, 3.4, 2.2, 4.1, 7.9]], np.float32
-)
-
-
-def test_roi_pool():
-    pool = lambda x, data_format: jaxpool.roi_pool(  # noqa: E731
-        x, ROIS, (2, 3), spatial_scale=0.9, data_format=data_format
-    )
-    assert roundtrip(_both_layouts(pool), *_inputs((2, 3, 8, 9))).count("MaxRoiPool") == 2
-
-
-def test_torch_roi_pool():
-    """torchvision's roi_pool scans as MaxRoiPool does (a strict `>` from the lowest finite
-    value): ``jaxpool.torch.roi_pool`` exports as that node."""
-    pool = lambda x: jaxpool.torch.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9)  # noqa: E731
-    assert roundtrip(pool, _x((2, 3, 8, 9))).count("MaxRoiPool") == 1
-
-
-# Adaptive sampling (sampling_ratio=0) traces several programs: one case of it.
+# (sampling_ratio, aligned_mode, data_format); adaptive sampling (sampling_ratio=0) traces
+# several programs: one case of it.
 ROI_ALIGN_CASES = [
     (0, "asymmetric", "NCX"),
     (2, "asymmetric", "NXC"),
@@ -404,40 +366,24 @@ ROI_ALIGN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("sampling_ratio, aligned_mode, data_format", ROI_ALIGN_CASES)
-def test_roi_align(sampling_ratio, aligned_mode, data_format):
-    x = _x((2, 3, 8, 9), data_format=data_format)
-    rois, batch_indices = ROIS[:, 1:], ROIS[:, 0].astype(np.int32)
+def test_roi_align():
+    def fn(x, x_nxc, rois, batch_indices):
+        return [
+            jaxpool.roi_align(
+                x if data_format == "NCX" else x_nxc,
+                rois,
+                batch_indices,
+                (3, 2),
+                spatial_scale=0.8,
+                sampling_ratio=sampling_ratio,
+                aligned_mode=aligned_mode,
+                data_format=data_format,
+            )
+            for sampling_ratio, aligned_mode, data_format in ROI_ALIGN_CASES
+        ]
 
-    def fn(x, rois, batch_indices):
-        return jaxpool.roi_align(
-            x,
-            rois,
-            batch_indices,
-            (3, 2),
-            spatial_scale=0.8,
-            sampling_ratio=sampling_ratio,
-            aligned_mode=aligned_mode,
-            data_format=data_format,
-        )
-
-    assert roundtrip(fn, x, rois, batch_indices, rtol=1e-5).count("RoiAlign") == 1
-
-
-def test_roi_align_onnx_max_from_a_read_node():
-    node = onnx.helper.make_node(
-        "RoiAlign",
-        ["x", "rois", "b"],
-        ["y"],
-        mode="max",
-        output_height=2,
-        output_width=3,
-        sampling_ratio=2,
-    )
-    op = jaxpool.onnx.node(node)
-    x = _x((2, 3, 8, 9))
-    rois, batch_indices = ROIS[:, 1:], ROIS[:, 0].astype(np.int32)
-    assert roundtrip(op, x, rois, batch_indices, rtol=1e-5) == ["Cast", "RoiAlign"]
+    args = (*_inputs((2, 3, 8, 9)), ROIS[:, 1:], ROIS[:, 0].astype(np.int32))
+    assert roundtrip(fn, *args, rtol=1e-5).count("RoiAlign") == len(ROI_ALIGN_CASES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,7 +394,8 @@ X = np.zeros((1, 4, 6, 6), np.float32)
 BOXES5 = np.array([[0, 0, 0, 3, 3]], np.float32)
 BOXES4, BATCH = BOXES5[:, 1:], np.zeros(1, np.int32)
 
-# (call, its arguments, the message): what ONNX cannot express, refused by name.
+# (call, its arguments, the message[, export's keywords]): what ONNX cannot express, refused by
+# name.
 REFUSALS = [
     (lambda x: jaxpool.max_pool(x, 2, 2, 0, 3, rounding_type="ceil"), (X,),
      r"jaxpool.max_pool cannot be exported to ONNX: window 3 of spatial axis 0 holds no input"),
@@ -457,10 +404,14 @@ REFUSALS = [
     (lambda x: jaxpool.max_pool(x, 2, 1, 0, 0, dilations=3, auto_pad="same_upper"), (X,),
      r"max_pool .*: its pads \(pads_end \(2, 2\)\) are not all smaller than `kernel` \(2, 2\), "
      r"which ONNX Runtime requires"),
+    (lambda x: jaxpool.max_pool(x, 2), (X.astype(np.int64),),
+     r"max_pool .*`x` of dtype int64 has no MaxPool", {"enable_double_precision": True}),
     (lambda x: jaxpool.avg_pool(x, 2, divisor_override=3), (X,),
      r"avg_pool cannot be exported to ONNX: `divisor_override` \(=3\) has no AveragePool"),
     (lambda x: jaxpool.avg_pool(x.astype(jnp.int32), 2), (X,),
      r"avg_pool .*: `x` of dtype int32 has no exact average in ONNX"),
+    (lambda x: jaxpool.avg_pool(x, 2, 1, dilations=2), (X,),
+     r"avg_pool .*`dilations` \(2, 2\) need AveragePool-19; the opset", {"opset": 18}),
     (lambda x: jaxpool.lp_pool(x, 2, p=1.5), (X,),
      r"lp_pool .*: `p` \(=1.5\) is not an integer, and LpPool's `p` is an int"),
     (lambda y, i: jaxpool.max_unpool(y, i, (1, 4, 6, 6), axis=2, combine="torch"),
@@ -490,25 +441,14 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(
-    "fn, args, message", REFUSALS, ids=lambda v: "" if callable(v) or isinstance(v, tuple) else None
+    "fn, args, message, kwargs",
+    [(*row, {})[:4] for row in REFUSALS],
+    ids=[f"{row[2].split()[0].removeprefix('jaxpool.')}-{i}" for i, row in enumerate(REFUSALS)],
 )
-def test_refusals(fn, args, message):
-    with pytest.raises(ValueError, match=message):
-        jaxpool.onnx.export(fn, *args)
-
-
-def test_refusal_of_int64_max_pool():
-    with jax.enable_x64(True):
-        with pytest.raises(ValueError, match=r"max_pool .*`x` of dtype int64 has no MaxPool"):
-            jaxpool.onnx.export(
-                lambda x: jaxpool.max_pool(x, 2), X.astype(np.int64), enable_double_precision=True
-            )
-
-
-def test_refusal_of_dilated_average_before_opset_19():
-    fn = lambda x: jaxpool.avg_pool(x, 2, 1, dilations=2)  # noqa: E731
-    with pytest.raises(ValueError, match=r"`dilations` \(2, 2\) need AveragePool-19; the opset"):
-        jaxpool.onnx.export(fn, X, opset=18)
+def test_refusals(fn, args, message, kwargs):
+    with jax.enable_x64(kwargs.get("enable_double_precision", False)):
+        with pytest.raises(ValueError, match=message):
+            jaxpool.onnx.export(fn, *args, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,24 +480,6 @@ def test_the_ops_run_as_before_after_an_export():
         np.testing.assert_array_equal(a, c)
 
 
-def test_import_jaxpool_does_not_import_jax2onnx():
-    code = "import sys, jaxpool, jaxpool.onnx, jaxpool.nn; print('jax2onnx' in sys.modules)"
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "False"
-
-
-def test_table_covers_every_public_op():
-    from jaxpool._src.interop import onnx_export
-
-    ops = {row.op for row in onnx_export.TABLE}
+def test_the_export_table_has_every_public_op():
+    ops = {row[0] for row in jaxpool.onnx.export_table()}
     assert ops == set(jaxpool.__all__) - {"openvino"}
-
-
-def test_min_pool_and_batch_axes_export_as_max_pool_nodes():
-    x = np.random.default_rng(0).permutation(2 * 3 * 6 * 5 * 2).reshape(2, 3, 6, 5, 2)
-    pool = functools.partial(jaxpool.min_pool, kernel=(2, 2), strides=1, data_format="NXC")
-    types = roundtrip(lambda x: pool(x, return_indices=True, axis=2), x.astype(np.float32))
-    assert "MaxPool" in types and "Neg" in types
-    assert "BitwiseNot" in roundtrip(pool, x[0].astype(np.int32))

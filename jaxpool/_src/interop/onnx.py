@@ -386,6 +386,20 @@ def register_export() -> None:
     onnx_export.register()
 
 
+def export_table() -> tuple[tuple[str, str, str, str], ...]:
+    """How each public op exports, one row per op: ``(op, exports, onnx, notes)``, where
+    ``exports`` says whether it exports as a node, a composition of nodes or is refused,
+    ``onnx`` names the nodes and ``notes`` what decides it (a refused op's reason, as its error
+    gives it).  The docs' Deploying page prints this table.
+
+    Raises:
+      ImportError: where jax2onnx is not installed (``pip install "jaxpool[export]"``).
+    """
+    from jaxpool._src.interop import onnx_export
+
+    return tuple(tuple(row) for row in onnx_export.TABLE)
+
+
 def export(
     fn: Callable[..., Any],
     *example_args: Any,
