@@ -7,6 +7,7 @@ with them; see that function for the formula, the output shape and the errors.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -21,6 +22,21 @@ from jaxpool.nn import _fields
 _Module: Any = nnx.Module
 
 
+class _ConstructorSignature:
+    """The class's ``__signature__``: its constructor's parameters.  NNX's metaclass
+    ``__call__`` takes ``(*args, **kwargs)``, and ``inspect.signature`` (``help``, the API
+    pages) reads the metaclass before ``__init__``; an instance has no ``__signature__``, so
+    that its own is its ``__call__``'s."""
+
+    def __get__(self, instance: Any, owner: type) -> inspect.Signature:
+        if instance is not None:
+            raise AttributeError("__signature__")
+        init = inspect.signature(
+            next(vars(c)["__init__"] for c in owner.__mro__ if "__init__" in vars(c))
+        )
+        return init.replace(parameters=list(init.parameters.values())[1:])
+
+
 class Layer(_Module):
     """Calls ``function`` on its inputs with the module's attributes, which are the function's
     parameters (the subclass's ``function=`` keyword), ``data_format="NXC"`` by default.  A
@@ -28,6 +44,7 @@ class Layer(_Module):
     several, as Flax's pools do."""
 
     _function: ClassVar[Callable[..., Any]]
+    __signature__ = _ConstructorSignature()
 
     def __init_subclass__(cls, *, function: Callable[..., Any] | None = None, **kwargs: Any):
         if function is not None:
