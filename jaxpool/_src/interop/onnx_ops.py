@@ -49,17 +49,8 @@ def average_pool(x: jax.Array, kwargs: dict[str, Any]) -> jax.Array:
         auto_pad=kwargs["auto_pad"],
     )
     widths = [(0, 0), (0, 0), *zip(window.pads_begin, window.pads_end)]
-    ends = [
-        max(0, (o - 1) * s + (k - 1) * d + 1 - (length + pb + pe))
-        for o, s, k, d, length, (pb, pe) in zip(
-            window.out_spatial,
-            window.strides,
-            window.kernel,
-            window.dilations,
-            window.in_spatial,
-            widths[2:],
-        )
-    ]
+    # The windows that reach past the padded input (rounding up), which exclude_pad leaves out.
+    ends = [r - pe for r, pe in zip(window.pads_end_reached, window.pads_end)]
     if not any(ends) or not (any(window.pads_begin) or any(window.pads_end)):
         return avg_pool(x, **kwargs)  # the divisors agree with OpenVINO's
     padded = jnp.pad(x, widths)
