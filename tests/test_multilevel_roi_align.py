@@ -7,8 +7,8 @@ to 3, both layouts and three dtypes.  The ``"openvino"`` rule also against the r
 ExperimentalDetectronROIFeatureExtractor-6 (its ``aligned`` false and true are the aligned
 modes ``"asymmetric"`` and ``"half_pixel_for_nn"``), and every rule on boxes at and around
 the sizes where it moves a box up a level.  Each box equals ``roi_align`` on its level alone.
-Derivatives: the gradient in the features is the adjoint of the reference's linear map, and
-the derivatives in the boxes agree with central differences in float64.
+Derivatives: the gradient in the features is the adjoint of its linear map, and the
+derivatives in the boxes agree with central differences in float64.
 """
 
 from __future__ import annotations
@@ -100,79 +100,82 @@ def random_batch(rng, count, n=2):
 # Values.
 # --------------------------------------------------------------------------------------------
 
-# Every rule with every aligned mode, both modes with each aligned mode and rule.
+# Boxes the runtime treats apart: narrower than a pixel on their level (clamped to 1 in both
+# aligned modes), of area 0 and of negative area (zeros), inverted in both axes (a positive
+# area), larger than the image (sampled without a cap: as densely as the runtime samples them).
+SPECIAL_BOXES = np.array(
+    [
+        [30.0, 40.0, 30.6, 40.2],
+        [20.0, 20.0, 20.0, 60.0],
+        [20.0, 20.0, 60.0, 20.0],
+        [50.0, 50.0, 50.0, 50.0],
+        [60.0, 20.0, 20.0, 60.0],
+        [60.0, 60.0, 20.0, 20.0],
+        [-300.0, -250.0, 700.0, 600.0],
+        [-900.0, -900.0, 1200.0, 1100.0],
+        [-400.0, -300.0, 500.0, 600.0],
+        [-50.0, 10.0, 1000.0, 70.0],
+    ],
+    np.float32,
+)
+
+# (level_rule, mode, aligned_mode, sampling_ratio, pyramid, layout, dtype, canonical size and
+# level): every rule with every aligned mode, both modes with each aligned mode and rule, ratios
+# 0 to 3 on every pyramid; other canonical sizes and levels; each rule with its library's own
+# aligned mode (None: the reference's default is the library's); the 16-bit types.
 VALUE_CASES = [
-    (rule, MODES[(i + j) % 2], aligned_mode)
-    for i, rule in enumerate(RULES)
-    for j, aligned_mode in enumerate(ALIGNED_MODES)
+    ("torchvision", "avg", "half_pixel_for_nn", 0, 0, "NCX"),
+    ("torchvision", "max", "asymmetric", 2, 1, "NXC"),
+    ("torchvision", "avg", "half_pixel", 1, 2, "NCX"),
+    ("detectron2", "max", "half_pixel_for_nn", 2, 3, "NXC"),
+    ("detectron2", "avg", "asymmetric", 3, 4, "NCX"),
+    ("detectron2", "max", "half_pixel", 3, 0, "NXC"),
+    ("openvino", "avg", "half_pixel_for_nn", 2, 1, "NCX"),
+    ("openvino", "max", "asymmetric", 2, 2, "NXC"),
+    ("openvino", "avg", "half_pixel", 0, 3, "NCX"),
+    ("torchvision", "avg", None, 2, 3, "NCX", "float32", (200, 3)),
+    ("detectron2", "avg", None, 2, 3, "NXC", "float32", (320, 5)),
+    ("torchvision", "avg", None, 0, 0, "NXC"),
+    ("torchvision", "avg", "half_pixel_for_nn", 2, 4, "NXC"),
+    ("detectron2", "avg", None, 0, 0, "NCX"),
+    ("torchvision", "avg", None, 2, 0, "NCX", "bfloat16"),
+    ("detectron2", "avg", None, 1, 0, "NXC", "float16"),
 ]
+# 16-bit types sum in float32 and round once, at the end.
+TOLERANCES = {"float32": ATOL, "bfloat16": 1e-2, "float16": 1e-3}
 
 
-@pytest.mark.parametrize("level_rule,mode,aligned_mode", VALUE_CASES)
-def test_matches_reference(level_rule, mode, aligned_mode):
-    seed = VALUE_CASES.index((level_rule, mode, aligned_mode))
-    rng = np.random.default_rng(seed)
-    scales = PYRAMIDS[seed % len(PYRAMIDS)]
-    sampling_ratio = (0, 2, 1, 2, 3, 3, 2, 2, 0)[seed]
-    data_format = ("NCX", "NXC")[seed % 2]
+@pytest.mark.parametrize("case", VALUE_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_matches_reference(case):
+    """Random boxes and the special ones; batch indices outside ``[0, N)`` give zeros."""
+    level_rule, mode, aligned_mode, sampling_ratio, scales, data_format = case[:6]
+    dtype, (canonical_size, canonical_level) = (case + ("float32", (224, 4))[len(case) - 6 :])[6:]
+    rng = np.random.default_rng(VALUE_CASES.index(case))
     image = tuple(int(v) for v in rng.integers(64, 200, 2))
-    features = pyramid(rng, scales, image)
+    wide = pyramid(rng, PYRAMIDS[scales], image)
+    features = [np.asarray(jnp.asarray(f, dtype)) for f in wide]
     out = tuple(int(v) for v in rng.integers(1, 4, 2))
     kwargs = dict(
-        spatial_scales=scales,
+        spatial_scales=PYRAMIDS[scales],
         sampling_ratio=sampling_ratio,
         mode=mode,
         aligned_mode=aligned_mode,
         level_rule=level_rule,
-    )
-    for _ in range(4):  # equal shapes: one compilation
-        rois = pyramid_boxes(rng, 16, image)
-        batch = random_batch(rng, 16)
-        want = reference.multilevel_roi_align(features, rois, batch, out, **kwargs)
-        got = call(features, rois, batch, out, data_format, **kwargs)
-        assert got.dtype == np.float32
-        check(got, want, data_format)
-
-
-@pytest.mark.parametrize(
-    "level_rule,canonical_size,canonical_level", [("torchvision", 200, 3), ("detectron2", 320, 5)]
-)
-def test_canonical_size_and_level(level_rule, canonical_size, canonical_level):
-    rng = np.random.default_rng(canonical_level)
-    scales = PYRAMIDS[3]
-    image = (150, 170)
-    features = pyramid(rng, scales, image)
-    rois = pyramid_boxes(rng, 24, image)
-    batch = random_batch(rng, 24)
-    kwargs = dict(
-        spatial_scales=scales,
-        sampling_ratio=2,
-        level_rule=level_rule,
         canonical_size=canonical_size,
         canonical_level=canonical_level,
     )
-    want = reference.multilevel_roi_align(features, rois, batch, 2, **kwargs)
-    check(call(features, rois, batch, 2, **kwargs), want)
-
-
-def _runtime_boxes(rng, image):
-    """Random boxes, and boxes the runtime treats apart: narrower than a pixel on their level
-    (clamped to 1 in both aligned modes), of area 0 and of negative area (zeros), inverted in
-    both axes (a positive area), larger than the image (sampled without a cap)."""
-    special = np.array(
-        [
-            [30.0, 40.0, 30.6, 40.2],
-            [20.0, 20.0, 20.0, 60.0],
-            [20.0, 20.0, 60.0, 20.0],
-            [50.0, 50.0, 50.0, 50.0],
-            [60.0, 20.0, 20.0, 60.0],
-            [60.0, 60.0, 20.0, 20.0],
-            [-300.0, -250.0, 700.0, 600.0],
-            [-900.0, -900.0, 1200.0, 1100.0],
-        ],
-        np.float32,
-    )
-    return np.concatenate([pyramid_boxes(rng, 40, image), special])
+    # Area 0 goes to the finest level in torchvision's and detectron2's rules (log2(0) = -inf,
+    # clamped), and a negative area nowhere; the runtime's rule gives zeros for both.
+    levels = reference.pyramid_levels(SPECIAL_BOXES[1:5], PYRAMIDS[scales], level_rule)
+    assert levels.tolist() == ([-1] * 4 if level_rule == "openvino" else [0, 0, 0, -1])
+    for _ in range(4):  # equal shapes: one compilation
+        rois = np.concatenate([pyramid_boxes(rng, 16, image), SPECIAL_BOXES])
+        batch = random_batch(rng, len(rois))
+        want = reference.multilevel_roi_align(wide, rois, batch, out, **kwargs)
+        got = call(features, rois, batch, out, data_format, **kwargs)
+        assert got.dtype == dtype
+        check(got, want, data_format, TOLERANCES[dtype])
+        assert not np.any(np.asarray(got)[(batch < 0) | (batch >= 2)])
 
 
 RUNTIME_CASES = [
@@ -186,7 +189,8 @@ RUNTIME_CASES = [
 @pytest.mark.parametrize("aligned,sampling_ratio,pyramid_scales", RUNTIME_CASES)
 def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     """The ``"openvino"`` rule is the runtime's extractor, whole: its level index counts from
-    the first map whatever that map's scale, and the reference agrees with it too.  So is
+    the first map whatever that map's scale, and the reference agrees with it too; with its
+    defaults, the extractor's (``aligned`` false, adaptive sampling).  So is
     ``openvino.layer`` of ExperimentalDetectronROIFeatureExtractor-6: both outputs, the pooled
     features and the rois (unchanged)."""
     seed = RUNTIME_CASES.index((aligned, sampling_ratio, pyramid_scales))
@@ -194,7 +198,7 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     image = (200, 248)
     scales = tuple(1 / s for s in pyramid_scales)
     features = pyramid(rng, scales, image, n=1)
-    rois = _runtime_boxes(rng, image)
+    rois = np.concatenate([pyramid_boxes(rng, 40, image), SPECIAL_BOXES])
     batch = np.zeros(len(rois), np.int32)
     want = oracle.roi_feature_extractor(
         features,
@@ -213,6 +217,11 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want[0])
     data_format = ("NCX", "NXC")[seed % 2]
     check(call(features, rois, batch, 3, data_format, **kwargs), want[0], data_format)
+    if not (aligned or sampling_ratio):
+        defaults = jaxpool.multilevel_roi_align(
+            features, rois, batch, 3, spatial_scales=scales, level_rule="openvino"
+        )
+        check(defaults, want[0])
     data = (
         f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
         f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
@@ -350,58 +359,6 @@ def test_level_thresholds(level_rule, scales, canonical_size, canonical_level):
         check(got, runtime)
 
 
-def test_boxes_larger_than_the_maps():
-    """Adaptive sampling takes ``ceil(bin size)`` samples however large the box: a box several
-    times the image is sampled as densely as the runtime samples it."""
-    rng = np.random.default_rng(7)
-    image = (64, 80)
-    features = pyramid(rng, FPN, image, n=1)
-    rois = np.array(
-        [[-100, -90, 300, 250], [-400, -300, 500, 600], [-50, 10, 1000, 70], [0, 0, 64, 80]],
-        np.float32,
-    )
-    batch = np.zeros(4, np.int32)
-    kwargs = dict(spatial_scales=FPN, level_rule="openvino")
-    got = call(features, rois, batch, 2, **kwargs)
-    check(got, reference.multilevel_roi_align(features, rois, batch, 2, **kwargs))
-    runtime, _ = oracle.roi_feature_extractor(
-        features, rois, 2, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
-    )
-    check(got, runtime)
-
-
-@pytest.mark.parametrize("level_rule", RULES)
-def test_boxes_of_area_zero(level_rule):
-    """A box of area 0 goes to the finest level in torchvision's and detectron2's rules
-    (``log2(0) = -inf``, clamped); the runtime's rule gives zeros for it, and for a box of
-    negative area."""
-    rng = np.random.default_rng(8)
-    features = pyramid(rng, FPN, (64, 64), n=1)
-    rois = np.array([[20, 20, 20, 40], [20, 24, 44, 24], [30, 30, 30, 30]], np.float32)
-    if level_rule == "openvino":
-        rois = np.concatenate([rois, np.array([[40, 10, 30, 30]], np.float32)])
-    batch = np.zeros(len(rois), np.int32)
-    levels = reference.pyramid_levels(rois, FPN, level_rule)
-    np.testing.assert_array_equal(levels, -1 if level_rule == "openvino" else 0)
-    pooled = [
-        ("half_pixel_for_nn", 0),  # no samples: 0
-        ("half_pixel_for_nn", 2),  # samples at the point
-        ("asymmetric", 2),  # a box of 1 x 1 from the point
-    ]
-    for aligned_mode, sampling_ratio in pooled if level_rule == "torchvision" else pooled[2:]:
-        kwargs = dict(
-            spatial_scales=FPN,
-            sampling_ratio=sampling_ratio,
-            aligned_mode=aligned_mode,
-            level_rule=level_rule,
-        )
-        want = reference.multilevel_roi_align(features, rois, batch, 2, **kwargs)
-        got = call(features, rois, batch, 2, **kwargs)
-        check(got, want)
-        if level_rule == "openvino":
-            assert not np.any(np.asarray(got))
-
-
 @pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 2), ("openvino", 3)])
 def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     """Each box is pooled exactly as ``roi_align`` pools it on its level alone, with that
@@ -428,52 +385,14 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     )
     levels = reference.pyramid_levels(rois, FPN, level_rule)
     assert set(levels) >= {0, 1, 2, 3}
+    # roi_align pools each box alone: all of them on each level, one compilation per level.
+    alone = [
+        np.asarray(jaxpool.roi_align(f, rois, batch, (2, 3), spatial_scale=s, **kwargs))
+        for f, s in zip(features, FPN)
+    ]
     for r, level in enumerate(levels):
-        if level < 0:
-            assert not np.any(got[r])
-            continue
-        alone = jaxpool.roi_align(
-            features[level],
-            rois[r : r + 1],
-            batch[r : r + 1],
-            (2, 3),
-            spatial_scale=FPN[level],
-            **kwargs,
-        )
-        np.testing.assert_allclose(got[r], np.asarray(alone)[0], rtol=0, atol=1e-6)
-
-
-# Each rule with its defaults, and its library's module with that library's defaults: in the
-# reference, the settings the module passes to its ROIAlign; None, the runtime's extractor.
-LIBRARY_DEFAULTS = [
-    # MultiScaleRoIAlign calls roi_align with aligned=False.
-    ("torchvision", dict(aligned_mode="asymmetric")),
-    # detectron2's ROIPooler defaults to ROIAlignV2: aligned=True, sampling_ratio=0.
-    ("detectron2", dict(aligned_mode="half_pixel_for_nn", sampling_ratio=0)),
-    # ExperimentalDetectronROIFeatureExtractor-6 with aligned=false, its default.
-    ("openvino", None),
-]
-
-
-@pytest.mark.parametrize("level_rule,library", LIBRARY_DEFAULTS)
-def test_each_rule_with_its_defaults_is_its_librarys_module(level_rule, library):
-    rng = np.random.default_rng(40 + RULES.index(level_rule))
-    image = (200, 248)
-    features = pyramid(rng, FPN, image, n=1)
-    rois = _runtime_boxes(rng, image)
-    batch = np.zeros(len(rois), np.int32)
-    got = jaxpool.multilevel_roi_align(
-        features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule
-    )
-    if library is None:
-        want, _ = oracle.roi_feature_extractor(
-            features, rois, 3, sampling_ratio=0, pyramid_scales=(4, 8, 16, 32)
-        )
-    else:
-        want = reference.multilevel_roi_align(
-            features, rois, batch, 3, spatial_scales=FPN, level_rule=level_rule, **library
-        )
-    check(got, want)
+        want = alone[level][r] if level >= 0 else 0
+        np.testing.assert_allclose(got[r], want, rtol=0, atol=1e-6, err_msg=f"level {level}")
 
 
 def test_torchvision_rule_takes_maps_that_skip_levels():
@@ -504,97 +423,49 @@ def test_torchvision_rule_takes_maps_that_skip_levels():
     assert np.any(got[-2]) and not np.any(got[-1])
 
 
-@pytest.mark.parametrize(
-    "dtype,data_format,sampling_ratio", [(jnp.bfloat16, "NCX", 2), (jnp.float16, "NXC", 1)]
-)
-def test_half_precision(dtype, data_format, sampling_ratio):
-    rng = np.random.default_rng(40)
-    image = (100, 90)
-    features = [np.asarray(jnp.asarray(f, dtype)) for f in pyramid(rng, FPN, image)]
-    rois = pyramid_boxes(rng, 16, image)
-    batch = random_batch(rng, 16)
-    wide = [f.astype(np.float32) for f in features]
-    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio)
-    want = reference.multilevel_roi_align(wide, rois, batch, 3, **kwargs)
-    got = call(features, rois, batch, 3, data_format, **kwargs)
-    assert got.dtype == dtype
-    # Sums in float32, one rounding to the 16-bit type at the end.
-    check(got, want, data_format, atol=1e-2 if dtype == jnp.bfloat16 else 1e-3)
-
-
-def test_zeros_for_batch_indices_outside():
-    rng = np.random.default_rng(2)
-    features = [f + 10 for f in pyramid(rng, FPN, (64, 64))]
-    rois = np.array([[0.0, 0.0, 40.0, 40.0]] * 4, np.float32)
-    got = np.asarray(
-        jaxpool.multilevel_roi_align(
-            features, rois, np.array([-1, 2, 7, 1]), 2, spatial_scales=FPN, sampling_ratio=2
-        )
-    )
-    assert np.all(got[:3] == 0) and np.all(got[3] > 0)
-
-
 # --------------------------------------------------------------------------------------------
 # Derivatives.
 # --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "aligned_mode,sampling_ratio", [("half_pixel_for_nn", 0), ("half_pixel", 2)]
+    "mode,aligned_mode,sampling_ratio",
+    [("avg", "half_pixel_for_nn", 0), ("avg", "half_pixel", 2), ("max", "asymmetric", 2)],
 )
-def test_gradient_is_adjoint_of_reference(aligned_mode, sampling_ratio):
-    """The average is linear in the features: the reference applied to ``v`` is ``J v``, the
-    gradient (``vjp``) is its adjoint, and ``jvp`` is ``J v`` (with a fixed ratio: adaptive
-    sampling's forward mode is its forward program, which the value tests check, and takes
-    long to compile)."""
-    rng = np.random.default_rng(50 + sampling_ratio)
+def test_gradient_is_adjoint(mode, aligned_mode, sampling_ratio):
+    """``<J v, w> = <v, J^T w>`` with the gradient (``vjp``) as ``J^T w``.  The average is
+    linear in the features: the reference applied to ``v`` is ``J v``, and ``jvp`` must be it
+    (with a fixed ratio: adaptive sampling's forward mode is its forward program, which the
+    value tests check, and takes long to compile); the max's ``J v`` is its ``jvp``."""
+    rng = np.random.default_rng(50 + sampling_ratio + len(mode))
     image = (96, 112)
-    features = pyramid(rng, FPN, image)
+    features = [jnp.asarray(a) for a in pyramid(rng, FPN, image)]
     rois = pyramid_boxes(rng, 16, image)
     batch = random_batch(rng, 16)
-    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, aligned_mode=aligned_mode)
+    kwargs = dict(
+        spatial_scales=FPN, sampling_ratio=sampling_ratio, mode=mode, aligned_mode=aligned_mode
+    )
 
     def f(maps):
         return jaxpool.multilevel_roi_align(maps, rois, batch, (2, 3), **kwargs)
 
     v = [rng.standard_normal(a.shape).astype(np.float32) for a in features]
-    jv = reference.multilevel_roi_align(
-        [a.astype(np.float64) for a in v], rois, batch, (2, 3), **kwargs
-    )
+    if mode == "avg":
+        jv = reference.multilevel_roi_align(
+            [a.astype(np.float64) for a in v], rois, batch, (2, 3), **kwargs
+        )
+    if sampling_ratio:
+        jvp = jax.jvp(f, (features,), ([jnp.asarray(a) for a in v],))[1]
+        if mode == "avg":
+            check(jvp, jv)
+        else:
+            jv = np.asarray(jvp, np.float64)
+            assert np.abs(jv).max() > 0
     w = rng.standard_normal(jv.shape).astype(np.float32)
-    (jtw,) = jax.vjp(f, [jnp.asarray(a) for a in features])[1](jnp.asarray(w))
+    (jtw,) = jax.vjp(f, features)[1](jnp.asarray(w))
     jv_w = jv.ravel() @ w.ravel().astype(np.float64)
     v_jtw = sum(np.asarray(g, np.float64).ravel() @ a.ravel() for g, a in zip(jtw, v))
     assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
-    if sampling_ratio:
-        primals, tangents = [jnp.asarray(a) for a in features], [jnp.asarray(a) for a in v]
-        check(jax.jvp(f, (primals,), (tangents,))[1], jv)
-
-
-def test_max_gradient_is_adjoint_of_jvp():
-    rng = np.random.default_rng(12)
-    image = (96, 112)
-    features = pyramid(rng, FPN, image)
-    rois = pyramid_boxes(rng, 16, image)
-    batch = random_batch(rng, 16)
-
-    def f(maps):
-        return jaxpool.multilevel_roi_align(
-            maps, rois, batch, 3, spatial_scales=FPN, mode="max", sampling_ratio=2
-        )
-
-    primals = [jnp.asarray(a) for a in features]
-    v = [jnp.asarray(rng.standard_normal(a.shape), jnp.float32) for a in features]
-    _, jv = jax.jvp(f, (primals,), (v,))
-    w = rng.standard_normal(jv.shape).astype(np.float32)
-    (jtw,) = jax.vjp(f, primals)[1](jnp.asarray(w))
-    jv_w = np.asarray(jv, np.float64).ravel() @ w.ravel().astype(np.float64)
-    v_jtw = sum(
-        np.asarray(g, np.float64).ravel() @ np.asarray(a, np.float64).ravel()
-        for g, a in zip(jtw, v)
-    )
-    assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
-    assert np.abs(np.asarray(jv)).max() > 0
 
 
 @pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 1), ("openvino", 2)])

@@ -19,78 +19,15 @@ torch.set_num_threads(1)
 
 F = torch.nn.functional
 
-# (model, input spatial size, kernel, stride, padding, ceil_mode)
-MAX_POOLS = [
-    ("alexnet", 55, 3, 2, 0, False),
-    ("alexnet", 27, 3, 2, 0, False),
-    ("alexnet", 13, 3, 2, 0, False),
-    ("squeezenet", 111, 3, 2, 0, True),
-    ("squeezenet", 55, 3, 2, 0, True),
-    ("squeezenet", 27, 3, 2, 0, True),
-    ("googlenet", 112, 3, 2, 0, True),
-    ("googlenet", 56, 3, 2, 0, True),
-    ("googlenet", 28, 3, 2, 0, True),
-    ("googlenet", 14, 2, 2, 0, True),
-    ("googlenet-branch", 28, 3, 1, 1, True),
-    ("googlenet-branch", 14, 3, 1, 1, True),
-    ("googlenet-branch", 7, 3, 1, 1, True),
-    ("resnet", 112, 3, 2, 1, False),
-    ("inception3", 147, 3, 2, 0, False),
-    ("inception3", 71, 3, 2, 0, False),
-    ("inception3", 35, 3, 2, 0, False),
-    ("inception3", 17, 3, 2, 0, False),
-    ("vgg", 224, 2, 2, 0, False),
-    ("vgg", 28, 2, 2, 0, False),
-    ("vgg", 14, 2, 2, 0, False),
-]
 
-# (model, input spatial size, output size)
-ADAPTIVE_AVG = [
-    ("alexnet", 6, (6, 6)),
-    ("alexnet", 13, (6, 6)),
-    ("resnet", 7, 1),
-    ("inception3", 8, 1),
-    ("googlenet", 7, 1),
-    ("vgg", 7, 7),
-    ("vgg-small-input", 3, 7),
-]
-
-# (model, input spatial size, kernel, stride, padding): F.avg_pool2d in Inception v3 blocks.
-AVG_POOLS = [("inception3", 35, 3, 1, 1), ("inception3", 17, 3, 1, 1), ("inception3", 8, 3, 1, 1)]
-
-
-def _input(size, seed, channels=2):
-    """Tie-free values (so argmax positions and gradients are unambiguous)."""
-    rng = np.random.default_rng(seed)
-    n = 2 * channels * size * size
-    return (rng.permutation(n).reshape(2, channels, size, size) / n).astype(np.float32)
-
-
-def _torch_vjp(fn, x, rng):
-    xt = torch.tensor(x, requires_grad=True)
-    out = fn(xt)
-    y = out[0] if isinstance(out, tuple) else out
-    g = rng.standard_normal(tuple(y.shape)).astype(np.float32)
-    y.backward(torch.tensor(g))
-    rest = tuple(o.numpy() for o in out[1:]) if isinstance(out, tuple) else ()
-    return (y.detach().numpy(), *rest), g, xt.grad.numpy()
-
-
-@pytest.mark.parametrize("model,size,kernel,stride,padding,ceil_mode", MAX_POOLS)
-def test_max_pool(model, size, kernel, stride, padding, ceil_mode):
-    x = _input(size, size)
-    rng = np.random.default_rng(0)
-    (expected, expected_i), g, expected_grad = _torch_vjp(
+def max_pool(model, size, kernel, stride, padding, ceil_mode):
+    rounding_type = "ceil_torch" if ceil_mode else "floor"
+    return pytest.param(
+        size,
         lambda v: F.max_pool2d(
             v, kernel, stride, padding, ceil_mode=ceil_mode, return_indices=True
         ),
-        x,
-        rng,
-    )
-    rounding_type = "ceil_torch" if ceil_mode else "floor"
-
-    def pool(v):
-        return jaxpool.max_pool(
+        lambda v: jaxpool.max_pool(
             v,
             kernel,
             stride,
@@ -99,50 +36,83 @@ def test_max_pool(model, size, kernel, stride, padding, ceil_mode):
             rounding_type=rounding_type,
             return_indices=True,
             axis=2,
-        )
-
-    (y, i), vjp = jax.vjp(pool, x)
-    np.testing.assert_array_equal(y, expected)
-    np.testing.assert_array_equal(i, expected_i)
-    (grad,) = vjp((jnp.asarray(g), np.zeros(i.shape, jax.dtypes.float0)))
-    reference.assert_sums_equal(grad, expected_grad)
-
-
-@pytest.mark.parametrize("model,size,output_size", ADAPTIVE_AVG)
-def test_adaptive_avg_pool(model, size, output_size):
-    x = _input(size, size + 1)
-    (expected,), g, expected_grad = _torch_vjp(
-        lambda v: F.adaptive_avg_pool2d(v, output_size), x, np.random.default_rng(1)
+        ),
+        None,
+        id=f"max_pool-{model}-{size}",
     )
-    y, vjp = jax.vjp(lambda v: jaxpool.adaptive_avg_pool(v, output_size), x)
-    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(vjp(jnp.asarray(g))[0], expected_grad, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("model,size,output_size", ADAPTIVE_AVG)
-def test_adaptive_max_pool(model, size, output_size):
-    """The same bins, for the max (AdaptiveMaxPool2d has the same configuration options)."""
-    x = _input(size, size + 2)
-    (expected, expected_i), g, expected_grad = _torch_vjp(
-        lambda v: F.adaptive_max_pool2d(v, output_size, return_indices=True),
-        x,
-        np.random.default_rng(2),
+def adaptive(model, size, output_size):
+    """AdaptiveAvgPool2d, and AdaptiveMaxPool2d of the same bins (the same options)."""
+    return [
+        pytest.param(
+            size,
+            lambda v: F.adaptive_avg_pool2d(v, output_size),
+            lambda v: jaxpool.adaptive_avg_pool(v, output_size),
+            1e-7,
+            id=f"adaptive_avg_pool-{model}-{size}",
+        ),
+        pytest.param(
+            size,
+            lambda v: F.adaptive_max_pool2d(v, output_size, return_indices=True),
+            lambda v: jaxpool.adaptive_max_pool(v, output_size, return_indices=True),
+            None,
+            id=f"adaptive_max_pool-{model}-{size}",
+        ),
+    ]
+
+
+def avg_pool(model, size, kernel, stride, padding):
+    """F.avg_pool2d in Inception v3's blocks."""
+    return pytest.param(
+        size,
+        lambda v: F.avg_pool2d(v, kernel, stride, padding),
+        lambda v: jaxpool.avg_pool(v, kernel, stride, padding, padding),
+        1e-6,
+        id=f"avg_pool-{model}-{size}",
     )
-    (y, i), vjp = jax.vjp(
-        lambda v: jaxpool.adaptive_max_pool(v, output_size, return_indices=True), x
-    )
-    np.testing.assert_array_equal(y, expected)
-    np.testing.assert_array_equal(i, expected_i)
-    (grad,) = vjp((jnp.asarray(g), np.zeros(i.shape, jax.dtypes.float0)))
-    reference.assert_sums_equal(grad, expected_grad)
 
 
-@pytest.mark.parametrize("model,size,kernel,stride,padding", AVG_POOLS)
-def test_avg_pool(model, size, kernel, stride, padding):
-    x = _input(size, size + 3)
-    (expected,), g, expected_grad = _torch_vjp(
-        lambda v: F.avg_pool2d(v, kernel, stride, padding), x, np.random.default_rng(3)
-    )
-    y, vjp = jax.vjp(lambda v: jaxpool.avg_pool(v, kernel, stride, padding, padding), x)
-    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(vjp(jnp.asarray(g))[0], expected_grad, rtol=1e-6, atol=1e-6)
+LAYERS = [
+    *(max_pool("alexnet", size, 3, 2, 0, False) for size in (55, 27, 13)),
+    *(max_pool("squeezenet", size, 3, 2, 0, True) for size in (111, 55, 27)),
+    *(max_pool("googlenet", size, 3, 2, 0, True) for size in (112, 56, 28)),
+    max_pool("googlenet", 14, 2, 2, 0, True),
+    *(max_pool("googlenet-branch", size, 3, 1, 1, True) for size in (28, 14, 7)),
+    max_pool("resnet", 112, 3, 2, 1, False),
+    *(max_pool("inception3", size, 3, 2, 0, False) for size in (147, 71, 35, 17)),
+    *(max_pool("vgg", size, 2, 2, 0, False) for size in (224, 28, 14)),
+    *adaptive("alexnet", 6, (6, 6)),
+    *adaptive("alexnet", 13, (6, 6)),
+    *adaptive("resnet", 7, 1),
+    *adaptive("inception3", 8, 1),
+    *adaptive("googlenet", 7, 1),
+    *adaptive("vgg", 7, 7),
+    *adaptive("vgg-small-input", 3, 7),
+    *(avg_pool("inception3", size, 3, 1, 1) for size in (35, 17, 8)),
+]
+
+
+@pytest.mark.parametrize("size,torch_layer,layer,grad_atol", LAYERS)
+def test_layer_equals_torch(size, torch_layer, layer, grad_atol):
+    """Values, indices and the input gradient of a random cotangent, on tie-free values (so
+    argmax positions and gradients are unambiguous)."""
+    rng = np.random.default_rng(size)
+    n = 2 * 2 * size * size
+    x = (rng.permutation(n).reshape(2, 2, size, size) / n).astype(np.float32)
+    xt = torch.tensor(x, requires_grad=True)
+    expected = torch_layer(xt)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    g = rng.standard_normal(tuple(expected[0].shape)).astype(np.float32)
+    expected[0].backward(torch.tensor(g))
+    got, vjp = jax.vjp(layer, x)
+    if len(expected) == 2:  # the maxima: equal bits
+        y, i = got
+        np.testing.assert_array_equal(y, expected[0].detach().numpy())
+        np.testing.assert_array_equal(i, expected[1].numpy())
+        (grad,) = vjp((jnp.asarray(g), np.zeros(i.shape, jax.dtypes.float0)))
+        reference.assert_sums_equal(grad, xt.grad.numpy())
+    else:  # the averages: float32 rounding (avg_pool's gradient sums up to 9 cotangents)
+        np.testing.assert_allclose(got, expected[0].detach().numpy(), rtol=1e-6, atol=1e-7)
+        grad = vjp(jnp.asarray(g))[0]
+        np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-6, atol=grad_atol)

@@ -221,56 +221,46 @@ def test_random_cases_match_torch(name, x64):
         compare(name, seed)
 
 
-@pytest.mark.parametrize("name", ["max_pool2d", "adaptive_max_pool3d", "max_pool1d"])
-def test_float32_values_and_int32_indices(name):
-    """Without x64: float32 values within rounding, int32 indices equal to PyTorch's."""
-    for seed in range(4):
-        x, kwargs = case(name, seed)
-        x = x.astype(np.float32)
-        kwargs = {**kwargs, "return_indices": True}
-        y, i = _ours(name)(jnp.asarray(x), **kwargs)
-        ey, ei = _torch(name, torch.tensor(x), **kwargs)
-        assert i.dtype == jnp.int32
-        np.testing.assert_array_equal(y, ey.numpy())
-        np.testing.assert_array_equal(i, ei.numpy())
+HALF = [
+    ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("adaptive_avg_pool2d", dict(output_size=(3, 4))),
+    ("lp_pool2d", dict(norm_type=2, kernel_size=2, ceil_mode=True)),
+]
+# (function, input dtype, keyword arguments on a fixed input; None: its first 4 random cases).
+DTYPE_CASES = [
+    # Without x64: float32 values within rounding, int32 indices equal to PyTorch's.
+    *((name, "float32", None) for name in ("max_pool2d", "adaptive_max_pool3d", "max_pool1d")),
+    *(("max_pool2d", t, HALF[0][1]) for t in ("int8", "uint8", "int32")),
+    # PyTorch's CPU average takes int64 (only) and divides its sums toward zero.
+    *((f"avg_pool{nd}d", "int64", None) for nd in (1, 2, 3)),
+    *((name, t, kwargs) for t in ("float16", "bfloat16") for name, kwargs in HALF),
+]
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32])
-def test_max_pool_integers(dtype):
-    rng = np.random.default_rng(3)
-    x = rng.integers(0, 100, (2, 3, 7, 6)).astype(dtype)
-    kwargs = dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, return_indices=True)
-    y, i = jtorch.max_pool2d(jnp.asarray(x), **kwargs)
-    ey, ei = F.max_pool2d(torch.tensor(x), **kwargs)
-    assert y.dtype == dtype
-    np.testing.assert_array_equal(y, ey.numpy())
-    np.testing.assert_array_equal(i, ei.numpy())
-
-
-@pytest.mark.parametrize("name", ["avg_pool1d", "avg_pool2d", "avg_pool3d"])
-def test_avg_pool_int64_divides_toward_zero(name, x64):
-    """PyTorch's CPU average takes int64 (only) and divides its sums toward zero."""
-    for seed in range(4):
-        x, kwargs = case(name, seed)
-        x = np.random.default_rng(seed).integers(-50, 50, x.shape)
-        got = _ours(name)(jnp.asarray(x), **kwargs)
-        assert got.dtype == jnp.int64
-        np.testing.assert_array_equal(got, _torch(name, torch.tensor(x), **kwargs).numpy())
-
-
-@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
-def test_half_precision_average(dtype):
-    x = np.random.default_rng(0).standard_normal((2, 3, 7, 6)).astype(np.float32)
-    xt = torch.tensor(x).to(getattr(torch, jnp.dtype(dtype).name))
-    for name, kwargs in [
-        ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
-        ("adaptive_avg_pool2d", dict(output_size=(3, 4))),
-        ("lp_pool2d", dict(norm_type=2, kernel_size=2, ceil_mode=True)),
-    ]:
-        got = _ours(name)(jnp.asarray(x, dtype), **kwargs)
-        assert got.dtype == dtype
-        expected = _torch(name, xt, **kwargs).float().numpy()
-        np.testing.assert_allclose(np.asarray(got, np.float32), expected, rtol=2e-2, atol=2e-2)
+@pytest.mark.parametrize("name,dtype,kwargs", DTYPE_CASES)
+def test_dtypes_match_torch(name, dtype, kwargs):
+    """The input's dtype kept, the values (16-bit: within their rounding) and indices equal."""
+    indices = {"return_indices": True} if "max" in name else {}
+    with jax.enable_x64(dtype == "int64"):
+        for seed in range(1 if kwargs else 4):
+            x, random_kwargs = case(name, seed)
+            rng = np.random.default_rng(seed)
+            x = rng.standard_normal((2, 3, 7, 6)) if kwargs else x
+            if "int" in dtype:
+                x = rng.integers(0 if dtype == "uint8" else -50, 50, x.shape)
+            x = x.astype(jnp.dtype(dtype))
+            given = {**(kwargs or random_kwargs), **indices}
+            got = jax.tree.leaves(_ours(name)(jnp.asarray(x), **given))
+            xt = torch.tensor(x.astype(np.float32)).to(getattr(torch, dtype))
+            expected = [e.float().numpy() for e in jax.tree.leaves(_torch(name, xt, **given))]
+            assert [a.dtype for a in got] == [dtype, *(["int32"] if indices else [])]
+            if "16" in dtype:
+                np.testing.assert_allclose(
+                    got[0].astype(np.float32), expected[0], rtol=2e-2, atol=2e-2
+                )
+            else:
+                for a, b in zip(got, expected):
+                    np.testing.assert_array_equal(a, b)
 
 
 def _call(name, x, kwargs):
@@ -406,28 +396,3 @@ def test_ceil_mode_drops_a_window_starting_in_the_padding(name):
     expected = _torch(name, torch.tensor(x), 2, 2, 1, ceil_mode=True)
     assert got.shape == tuple(expected.shape) == (1, 1, 3)
     np.testing.assert_array_equal(got, expected.numpy())
-
-
-@pytest.mark.parametrize(
-    ("name", "args"),
-    [
-        ("max_pool2d_with_indices", ([3, 2], [], [1, 0], [1, 2], True)),
-        ("max_pool3d_with_indices", ([2, 3, 2], [2, 1, 2])),
-        ("adaptive_max_pool2d", ([4, 3],)),
-        ("adaptive_max_pool3d", ([2, 4, 3],)),
-    ],
-)
-def test_aten_operators_take_the_last_nan(name, args):
-    """The ``aten`` operators that ``register_torchax`` binds, on windows of several NaNs."""
-    jtorch.register_torchax()
-    import torchax
-
-    nd = len(args[0])
-    rng = np.random.default_rng(nd)
-    x = torch.tensor(_input(rng, (2, 3, 9, 8, 7)[-nd - 2 :], np.float32, True, nans=True))
-    operator = getattr(torch.ops.aten, name).default
-    ey, ei = operator(x, *args)
-    with torchax.default_env():
-        y, i = operator(x.to("jax"), *args)
-    np.testing.assert_array_equal(np.asarray(y.jax()), ey.numpy())
-    np.testing.assert_array_equal(np.asarray(i.jax()), ei.numpy())

@@ -84,124 +84,86 @@ def value_and_vjp(fn, x, ct, boxes, **static):
     return np.asarray(y), np.asarray(g)
 
 
-def adjoint_gap(jv: np.ndarray, w: np.ndarray, v: np.ndarray, jtw: np.ndarray) -> float:
-    """``|<J v, w> - <v, J^T w>|``, relative to the size of the terms."""
-    a, b = float(jv.ravel() @ w.ravel()), float(v.ravel() @ jtw.ravel())
-    return abs(a - b) / (1.0 + abs(a))
-
-
-class Worst:
-    """The largest differences seen, per function (reported by the tests' asserts)."""
-
-    def __init__(self) -> None:
-        self.value = self.grad = 0.0
-
-    def add(self, value: float = 0.0, grad: float = 0.0) -> None:
-        self.value, self.grad = max(self.value, value), max(self.grad, grad)
-
-
-def assert_same_for_a_list(fn, x, ct, per_image, y, g, static):
-    """The boxes as a list of ``[L_i, 4]`` arrays give what their ``[K, 5]`` rows gave (checked
-    for ``roi_align``, which takes boxes and batch indices apart, and ``ps_roi_pool``, which
-    takes rows: the two ways the binders pass boxes on)."""
-    y_list, g_list = value_and_vjp(fn, x, ct, [jnp.asarray(b) for b in per_image], **static)
-    np.testing.assert_array_equal(y_list, y)
-    np.testing.assert_array_equal(g_list, g)
-
-
 def diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0))
 
 
-# --------------------------------------------------------------------------------------------
-# roi_align and ps_roi_align.
-# --------------------------------------------------------------------------------------------
+def torchvision_reference(
+    name, x, rows, output_size, spatial_scale, sampling_ratio=0, aligned=False
+):
+    """The op's value by the reference (``roi_pool``'s with its argmax)."""
+    if name == "roi_pool":
+        return reference.torchvision_roi_pool(x, rows, output_size, spatial_scale)
+    if name == "ps_roi_pool":
+        return reference.torchvision_ps_roi_pool(x, rows, output_size, spatial_scale)
+    boxes, batch = rows[:, 1:], rows[:, 0].astype(int)
+    kwargs = dict(spatial_scale=spatial_scale, sampling_ratio=max(sampling_ratio, 0))
+    if name == "roi_align":
+        aligned_mode = "half_pixel_for_nn" if aligned else "asymmetric"
+        return reference.roi_align(
+            x, boxes, batch, output_size, aligned_mode=aligned_mode, **kwargs
+        )
+    # torchvision's 0 / 0 (a box with a count of 0 samples): NaN, and no gradient.
+    return reference.ps_roi_align(
+        x, boxes, batch, reference._pair(output_size), empty_bin="nan", **kwargs
+    )
 
 
-def test_roi_align(x64):
-    worst, cases = Worst(), 0
-    for config, x, rows, per_image in draws(0, ALIGN_CONFIGS, lambda out: 3):
-        _, out, scale, ratio, aligned = config
-        static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
-        mode = "half_pixel_for_nn" if aligned else "asymmetric"
-
-        def ref(a, rows=rows, out=out, scale=scale, ratio=ratio, mode=mode):
-            return reference.roi_align(
-                a,
-                rows[:, 1:],
-                rows[:, 0].astype(int),
-                out,
-                spatial_scale=scale,
-                sampling_ratio=max(ratio, 0),
-                aligned_mode=mode,
-            )
-
-        want = ref(x)
-        rng = np.random.default_rng(cases)
-        ct = rng.standard_normal(want.shape)
-        y, g = value_and_vjp(tv.roi_align, x, ct, jnp.asarray(rows), **static)
-        v = rng.standard_normal(x.shape)
-        jv = ref(v)
-        worst.add(diff(y, want), adjoint_gap(jv, ct, v, g))
-        if cases == 0:
-            assert_same_for_a_list(tv.roi_align, x, ct, per_image, y, g, static)
-        cases += 1
-    assert cases == len(ALIGN_CONFIGS) * DRAWS
-    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
+STATIC = ("output_size", "spatial_scale", "sampling_ratio", "aligned")
+# Per op: its configs, its channels (from the output size), how many of STATIC it takes.
+OPS = {
+    "roi_align": (ALIGN_CONFIGS, lambda out: 3, 4),
+    "ps_roi_align": (ALIGN_CONFIGS, lambda out: 2 * out[0] * out[1], 3),
+    "roi_pool": (POOL_CONFIGS, lambda out: 3, 2),
+    "ps_roi_pool": (POOL_CONFIGS, lambda out: 2 * out[0] * out[1], 2),
+}
 
 
-def test_ps_roi_align(x64):
-    worst, cases, empties = Worst(), 0, 0
-    for config, x, rows, _ in draws(1, ALIGN_CONFIGS, lambda out: 2 * out[0] * out[1]):
-        _, out, scale, ratio, _ = config
-        static = dict(output_size=out, spatial_scale=scale, sampling_ratio=ratio)
-        batch = rows[:, 0].astype(int)
-
-        def ref(a, rows=rows, batch=batch, out=out, scale=scale, ratio=ratio):
-            return reference.ps_roi_align(
-                a,
-                rows[:, 1:],
-                batch,
-                reference._pair(out),
-                spatial_scale=scale,
-                sampling_ratio=max(ratio, 0),
-                empty_bin="nan",
-            )
-
-        want = ref(x)
-        # torchvision's 0 / 0 (a box with a count of 0 samples): NaN, and no gradient.
+@pytest.mark.parametrize("name", OPS)
+def test_values_and_gradients(name, x64):
+    """Values, and gradients: ``roi_pool``'s against the reference's backward kernel,
+    ``ps_roi_pool``'s against the forward's adjoint (torchvision's backward kernels differ from
+    it in bins that reach the map's last row or column; see the next tests), the others'
+    through the adjoint identity.  Boxes as a list of ``[L_i, 4]`` arrays give what their
+    ``[K, 5]`` rows gave (``roi_align`` takes boxes and batch indices apart, ``ps_roi_pool``
+    takes rows: the two ways the binders pass boxes on)."""
+    configs, channels, taken = OPS[name]
+    cases = list(draws(list(OPS).index(name), configs, channels))
+    assert len(cases) == len(configs) * DRAWS
+    value_gaps, grad_gaps, empties = [], [], 0
+    for k, (config, x, rows, per_image) in enumerate(cases):
+        static = dict(zip(STATIC[:taken], config[1:]))
+        want = torchvision_reference(name, x, rows, **static)
+        want, argmax = want if name == "roi_pool" else (want, None)
         nan = np.isnan(want)
         empties += nan.any()
-        rng = np.random.default_rng(cases)
+        rng = np.random.default_rng(k)
         ct = np.where(nan, 0.0, rng.standard_normal(want.shape))
-        y, g = value_and_vjp(tv.ps_roi_align, x, ct, jnp.asarray(rows), **static)
+        y, g = value_and_vjp(getattr(tv, name), x, ct, jnp.asarray(rows), **static)
         np.testing.assert_array_equal(np.isnan(y), nan)
-        v = rng.standard_normal(x.shape)
-        jv = np.where(nan, 0.0, ref(v))
-        worst.add(diff(np.where(nan, 0, y), np.where(nan, 0, want)), adjoint_gap(jv, ct, v, g))
-        cases += 1
-    assert cases == len(ALIGN_CONFIGS) * DRAWS and empties, empties
-    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
-
-
-# --------------------------------------------------------------------------------------------
-# roi_pool and ps_roi_pool.
-# --------------------------------------------------------------------------------------------
-
-
-def test_roi_pool(x64):
-    worst, cases = Worst(), 0
-    for config, x, rows, _ in draws(2, POOL_CONFIGS, lambda out: 3):
-        _, out, scale = config
-        want, argmax = reference.torchvision_roi_pool(x, rows, out, scale)
-        ct = np.random.default_rng(cases).standard_normal(want.shape)
-        grad = reference.torchvision_roi_pool_backward(ct, rows, argmax, x.shape)
-        static = dict(output_size=out, spatial_scale=scale)
-        y, g = value_and_vjp(tv.roi_pool, x, ct, jnp.asarray(rows), **static)
-        worst.add(diff(y, want), diff(g, grad))
-        cases += 1
-    assert cases == len(POOL_CONFIGS) * DRAWS
-    assert worst.value == 0 and worst.grad < 1e-12, vars(worst)
+        value_gaps.append(diff(np.where(nan, 0, y), np.where(nan, 0, want)))
+        if name == "roi_pool":
+            grad_gaps.append(
+                diff(g, reference.torchvision_roi_pool_backward(ct, rows, argmax, x.shape))
+            )
+        elif name == "ps_roi_pool":
+            adjoint = reference.torchvision_ps_roi_pool_backward(
+                ct, rows, x.shape, *config[1:], last=1
+            )
+            grad_gaps.append(diff(g, adjoint))
+        else:
+            v = rng.standard_normal(x.shape)
+            jv, jtw = np.where(nan, 0.0, torchvision_reference(name, v, rows, **static)), g
+            a, b = float(jv.ravel() @ ct.ravel()), float(v.ravel() @ jtw.ravel())
+            grad_gaps.append(abs(a - b) / (1.0 + abs(a)))
+        if k == 0 and name in ("roi_align", "ps_roi_pool"):
+            listed = [jnp.asarray(b) for b in per_image]
+            y_list, g_list = value_and_vjp(getattr(tv, name), x, ct, listed, **static)
+            np.testing.assert_array_equal(y_list, y)
+            np.testing.assert_array_equal(g_list, g)
+    assert bool(empties) == (name == "ps_roi_align"), empties
+    assert max(value_gaps) <= (0 if name == "roi_pool" else 1e-12), value_gaps
+    assert max(grad_gaps) < 1e-12, grad_gaps
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -226,25 +188,6 @@ def test_roi_pool_bin_edges_and_maximum_follow_torchvision(dtype, x64):
     assert want[0, 0, -1, 0] == (5.0 if dtype == np.float64 else 0.0)
     assert want[0, 1, -2, 0] == 7.0 and want[1, 1, 0, 0] == -np.finfo(np.float32).max
     assert np.isnan(jaxpool.roi_pool(x, rows, (7, 1))[0, 1, -2, 0])
-
-
-def test_ps_roi_pool(x64):
-    """Values, and the gradient: the forward's adjoint (torchvision's backward kernels differ
-    from it in bins that reach the map's last row or column; see the next test)."""
-    worst, cases = Worst(), 0
-    for config, x, rows, per_image in draws(3, POOL_CONFIGS, lambda out: 2 * out[0] * out[1]):
-        _, out, scale = config
-        want = reference.torchvision_ps_roi_pool(x, rows, out, scale)
-        ct = np.random.default_rng(cases).standard_normal(want.shape)
-        adjoint = reference.torchvision_ps_roi_pool_backward(ct, rows, x.shape, out, scale, last=1)
-        static = dict(output_size=out, spatial_scale=scale)
-        y, g = value_and_vjp(tv.ps_roi_pool, x, ct, jnp.asarray(rows), **static)
-        worst.add(diff(y, want), diff(g, adjoint))
-        if cases == 0:
-            assert_same_for_a_list(tv.ps_roi_pool, x, ct, per_image, y, g, static)
-        cases += 1
-    assert cases == len(POOL_CONFIGS) * DRAWS
-    assert worst.value < 1e-12 and worst.grad < 1e-12, vars(worst)
 
 
 def test_ps_roi_pool_gradient_where_torchvision_backward_agrees(x64):
@@ -288,10 +231,13 @@ def test_roi_pool_bins_of_boxes_larger_than_the_map(x64):
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("group_size", [2, (3, 2)])
 def test_psroi_pool_torchvision_rounding(group_size, data_format, x64):
+    """OpenVINO's batch index -1, which ends the list of boxes, is not torchvision's: it zeroes
+    its own box (the first) and the boxes after it are pooled."""
     gh, gw = reference._pair(group_size)
     rng = np.random.default_rng(gh * 10 + gw)
     x = rng.standard_normal((2, 3 * gh * gw, 8, 7))
     rows = np.concatenate([rng.integers(0, 2, (9, 1)), random_boxes(rng, 9, 16, 14)], 1)
+    rows = np.concatenate([[[-1.0, 0.0, 0.0, 8.0, 8.0], [0.0, 2.0, 0.0, 10.0, 6.0]], rows])
     want = reference.torchvision_ps_roi_pool(x, rows, (gh, gw), 0.5)
     xin = x if data_format == "NCX" else x.transpose(0, 2, 3, 1)
     y = jaxpool.psroi_pool(
@@ -299,16 +245,7 @@ def test_psroi_pool_torchvision_rounding(group_size, data_format, x64):
     )
     y = np.asarray(y if data_format == "NCX" else y.transpose(0, 3, 1, 2))
     np.testing.assert_allclose(y, want, atol=1e-12)
-
-
-def test_psroi_pool_torchvision_rounding_batch_index_minus_one_ends_nothing(x64):
-    """OpenVINO's -1, which ends the list of boxes, is not torchvision's: it zeroes its own box."""
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((1, 4, 6, 6))
-    rows = np.array([[-1.0, 0.0, 0.0, 4.0, 4.0], [0.0, 1.0, 0.0, 5.0, 3.0]])
-    y = jaxpool.psroi_pool(x, rows, 1, 2, rounding="torchvision")
-    np.testing.assert_allclose(y, reference.torchvision_ps_roi_pool(x, rows, 2), atol=1e-12)
-    assert not np.any(np.asarray(y[0])) and np.all(np.asarray(y[1]) != 0)
+    assert not np.any(y[0]) and np.all(y[1] != 0)
 
 
 def test_psroi_pool_float32():
@@ -376,12 +313,8 @@ def test_multi_scale_roi_align(case, x64):
 def test_multi_scale_scales_follow_the_largest_image_height():
     """Scales from the heights (``2 ** round(log2(H_l / H))``), the widths not entering: maps of
     heights 25 and 12 under images 100 high are 1/4 and 1/8."""
-    assert reference.multi_scale_scales(
-        [(1, 1, 25, 40), (1, 1, 12, 20)], [(100, 30), (90, 160)]
-    ) == [
-        0.25,
-        0.125,
-    ]
+    shapes = [(1, 1, 25, 40), (1, 1, 12, 20)]
+    assert reference.multi_scale_scales(shapes, [(100, 30), (90, 160)]) == [0.25, 0.125]
     maps = [jnp.ones((2, 1, 25, 40)), 2 * jnp.ones((2, 1, 12, 20))]
     # Areas of 8 x 8 and 150 x 90 pixels: levels 2 and 3 (the 1/4 and 1/8 maps).
     boxes = [jnp.array([[0.0, 0.0, 8.0, 8.0]]), jnp.array([[0.0, 0.0, 150.0, 90.0]])]

@@ -101,8 +101,22 @@ def _run(torchax, module, x):
 
 
 def test_module_equals_eager_pytorch(torchax, net):
+    """Its input gradient through ``torchax.extract_jax``, and its values and indices under
+    torchax, through the front end's binders (which moves the module)."""
     module, x, _ = net
+    x = x.requires_grad_()
     expected = module(x)
+    floating = [0, 2, 3, 5, 6]
+    sum(expected[i].sum() for i in floating).backward()
+    params, fn = torchax.extract_jax(module)
+
+    def loss(inputs):
+        outputs = fn(params, (inputs,))
+        return sum(outputs[i].sum() for i in floating)
+
+    got = jax.grad(loss)(jnp.asarray(x.detach().numpy()))
+    np.testing.assert_allclose(np.asarray(got), x.grad.numpy(), rtol=1e-6, atol=1e-6)
+
     calls = []
 
     def spy(name):
@@ -113,26 +127,13 @@ def test_module_equals_eager_pytorch(torchax, net):
         return called
 
     with unittest.mock.patch.dict(front_end.BINDERS, {n: spy(n) for n in REACHED}):
-        got = _run(torchax, module, x)
+        got = _run(torchax, module, x.detach())
     assert sorted(set(calls)) == sorted(REACHED)
     _assert_equal(got, expected)
 
 
-def test_gradient_equals_eager_pytorch(torchax, net):
-    module, x, _ = net
-    x = x.requires_grad_()
-    floating = [0, 2, 3, 5, 6]
-    expected = module(x)
-    sum(expected[i].sum() for i in floating).backward()
-
-    params, fn = torchax.extract_jax(module)
-
-    def loss(inputs):
-        outputs = fn(params, (inputs,))
-        return sum(outputs[i].sum() for i in floating)
-
-    got = jax.grad(loss)(jnp.asarray(x.detach().numpy()))
-    np.testing.assert_allclose(np.asarray(got), x.grad.numpy(), rtol=1e-6, atol=1e-6)
+def _samples(*shape):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(2))
 
 
 # aten operators called directly (as a `torch.export`-ed program calls them), with their
@@ -147,30 +148,28 @@ ATEN_CASES = [
     ("adaptive_max_pool3d", (2, 2, 5, 6, 7), ([2, 4, 3],)),
     ("_adaptive_avg_pool2d", (2, 3, 9, 8), ([4, 3],)),
     ("_adaptive_avg_pool3d", (2, 5, 6, 7), ([2, 4, 3],)),
+    ("fractional_max_pool2d", (2, 3, 11, 9), ([3, 2], [5, 4], _samples(2, 3, 2))),
+    ("fractional_max_pool3d", (2, 3, 11, 9, 8), ([3, 2, 2], [5, 4, 3], _samples(2, 3, 3))),
 ]
 
 
 @pytest.mark.parametrize(("name", "shape", "args"), ATEN_CASES)
 def test_aten_operator_equals_pytorch(torchax, name, shape, args):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    inputs = [x]
+    if name.startswith(("max_pool", "adaptive_max")):
+        # A third NaN, and inf and -inf: windows of several NaNs, whose index is PyTorch's last
+        # NaN, and of infinite ties.
+        u = torch.rand(*shape, generator=torch.Generator().manual_seed(3))
+        x = torch.where(u < 0.3, float("nan"), torch.where(u < 0.4, float("inf"), x))
+        inputs.append(torch.where((u >= 0.4) & (u < 0.5), float("-inf"), x))
     operator = getattr(torch.ops.aten, name).default
-    expected = operator(x, *args)
-    with torchax.default_env():
-        got = operator(x.to("jax"), *args)
-    _assert_equal(got, expected)
-
-
-@pytest.mark.parametrize("n", [2, 3])
-def test_aten_fractional_max_pool_equals_pytorch(torchax, n):
-    gen = torch.Generator().manual_seed(2)
-    x = torch.randn(2, 3, *(11, 9, 8)[:n], generator=gen)
-    samples = torch.rand(2, 3, n, generator=gen)
-    operator = getattr(torch.ops.aten, f"fractional_max_pool{n}d").default
-    args = ([3, 2, 2][:n], [5, 4, 3][:n])
-    expected = operator(x, *args, samples)
-    with torchax.default_env():
-        got = operator(x.to("jax"), *args, samples.to("jax"))
-    _assert_equal(got, expected)
+    for x in inputs:
+        expected = operator(x, *args)
+        with torchax.default_env():
+            jax_args = [a.to("jax") if isinstance(a, torch.Tensor) else a for a in args]
+            got = operator(x.to("jax"), *jax_args)
+        _assert_equal(got, expected)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -244,15 +243,6 @@ def roi_pool_inputs():
     return x, rois, reference.torchvision_roi_pool(x.numpy(), rois.numpy(), (3, 2), 0.5)
 
 
-def test_torchvision_roi_pool_returns_its_argmax(torchax, torchvision_ops, roi_pool_inputs):
-    x, rois, (want, argmax) = roi_pool_inputs
-    with torchax.default_env():
-        y, got = torchvision_ops.roi_pool.default(x.to("jax"), rois.to("jax"), 0.5, 3, 2)
-    assert _numpy(got).dtype == np.int32  # as torchvision's kernels make it
-    np.testing.assert_array_equal(_numpy(y), want)
-    np.testing.assert_array_equal(_numpy(got), argmax)
-
-
 class RoiPool(torch.nn.Module):
     def __init__(self, rois):
         super().__init__()
@@ -262,12 +252,16 @@ class RoiPool(torch.nn.Module):
         return torch.ops.torchvision.roi_pool(x, self.rois, 0.5, 3, 2)
 
 
-def test_torchvision_roi_pool_gradient_reaches_the_argmax(
-    torchax, torchvision_ops, roi_pool_inputs
-):
-    """The gradient flows through the values, to each output's argmax (torchvision's
-    backward)."""
+def test_torchvision_roi_pool_returns_its_argmax(torchax, torchvision_ops, roi_pool_inputs):
+    """The values and torchvision's argmax; the gradient flows through the values, to each
+    output's argmax (torchvision's backward)."""
     x, rois, (want, argmax) = roi_pool_inputs
+    with torchax.default_env():
+        y, got = torchvision_ops.roi_pool.default(x.to("jax"), rois.to("jax"), 0.5, 3, 2)
+    assert _numpy(got).dtype == np.int32  # as torchvision's kernels make it
+    np.testing.assert_array_equal(_numpy(y), want)
+    np.testing.assert_array_equal(_numpy(got), argmax)
+
     ct = np.random.default_rng(5).standard_normal(want.shape).astype(np.float32)
     params, fn = torchax.extract_jax(RoiPool(rois))
 
