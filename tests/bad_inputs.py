@@ -78,11 +78,6 @@ def abstract(fn):
     return call
 
 
-def called(fn, call):
-    """``call`` (no arguments), counted as a row of the public function ``fn``."""
-    return functools.wraps(fn)(lambda: call())
-
-
 def defaults(fn, **good):
     """``fn`` called with the ``good`` keyword arguments, where a row's own replace them."""
 

@@ -187,20 +187,23 @@ def fuzz(max_examples):
 ADAPTIVE_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
 
 
+def _sample(rng, dtype, shape, int32_range):
+    """Random NCX data of ``dtype``: the integer types over their range (int32 over
+    ``int32_range``), the floating-point ones from a standard normal."""
+    for name, (low, high) in {"int8": (-128, 128), "uint8": (0, 256), "int32": int32_range}.items():
+        if dtype == name:
+            return rng.integers(low, high, shape).astype(name)
+    values = rng.standard_normal(shape).astype(np.float32)
+    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
 def adaptive_sample(rng, dtype, shape, ties=False):
     """Random NCX data of ``dtype``; ``ties`` draws from few values (many ties)."""
     if ties:
         return rng.integers(0, 3, shape).astype(
             ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
         )
-    if dtype == "int8":
-        return rng.integers(-128, 128, shape).astype(np.int8)
-    if dtype == "uint8":
-        return rng.integers(0, 256, shape).astype(np.uint8)
-    if dtype == "int32":
-        return rng.integers(-10_000, 10_000, shape).astype(np.int32)
-    values = rng.standard_normal(shape).astype(np.float32)
-    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    return _sample(rng, dtype, shape, (-10_000, 10_000))
 
 
 def adaptive_config(seed):
@@ -263,14 +266,7 @@ AVG_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
 def avg_sample(rng, dtype, shape):
     """Random NCX data of ``dtype`` (int32 in the int8 range: the runtime's int32 AvgPool
     sometimes runs as int8)."""
-    if dtype == "int8":
-        return rng.integers(-128, 128, shape).astype(np.int8)
-    if dtype == "uint8":
-        return rng.integers(0, 256, shape).astype(np.uint8)
-    if dtype == "int32":
-        return rng.integers(-128, 128, shape).astype(np.int32)
-    values = rng.standard_normal(shape).astype(np.float32)
-    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    return _sample(rng, dtype, shape, (-128, 128))
 
 
 def avg_config(seed):

@@ -1,7 +1,6 @@
-"""Reference outputs computed by running the OpenVINO runtime (CPU plugin).
-
-Every function takes NCX NumPy inputs and returns NumPy outputs of the compiled model.  Models
-are cached by their attributes, so a test grid compiles each configuration once.
+"""Reference outputs of the OpenVINO runtime (CPU plugin): NCX NumPy inputs, NumPy outputs of
+the compiled model.  Models are cached by their attributes, so a test grid compiles each
+configuration once.
 """
 
 from __future__ import annotations
@@ -21,19 +20,15 @@ _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 _OPSETS = {1: opset1, 8: opset8, 14: opset14, 16: opset16}
 
 
-def _ov_type(dtype: np.dtype) -> ov.Type:
-    return ov.Type(np.dtype(dtype))
-
-
 @functools.cache
 def _compile(builder, shape: tuple[int, ...], dtype: str, attrs: tuple):
-    param = opset8.parameter(list(shape), _ov_type(np.dtype(dtype)))
-    node = builder(param, **dict(attrs))
-    model = ov.Model(node.outputs(), [param])
+    param = opset8.parameter(list(shape), ov.Type(np.dtype(dtype)))
+    model = ov.Model(builder(param, **dict(attrs)).outputs(), [param])
     return _CORE.compile_model(model, "CPU", _CONFIG)
 
 
 def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
+    x = np.ascontiguousarray(x)
     key = tuple(sorted(attrs.items()))
     compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, key)
     result = compiled([x])
@@ -88,15 +83,8 @@ def max_pool(
     extra = {} if opset == 1 else dict(index_element_type=index_element_type, axis=axis)
     dilations = None if opset == 1 else (1 if dilations is None else dilations)
     window = _window(x, kernel, strides, pads_begin, pads_end, dilations, **extra)
-    return _run(
-        _pool_node,
-        np.ascontiguousarray(x),
-        op="max_pool",
-        opset=opset,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        **window,
-    )
+    window.update(rounding_type=rounding_type, auto_pad=auto_pad)
+    return _run(_pool_node, x, op="max_pool", opset=opset, **window)
 
 
 def avg_pool(
@@ -114,16 +102,8 @@ def avg_pool(
 ):
     """OpenVINO AvgPool-``opset`` (1, 14 or 16: ``dilations`` needs 16) on NCX ``x``."""
     window = _window(x, kernel, strides, pads_begin, pads_end, dilations)
-    return _run(
-        _pool_node,
-        np.ascontiguousarray(x),
-        op="avg_pool",
-        opset=opset,
-        exclude_pad=bool(exclude_pad),
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        **window,
-    )[0]
+    window.update(exclude_pad=bool(exclude_pad), rounding_type=rounding_type, auto_pad=auto_pad)
+    return _run(_pool_node, x, op="avg_pool", opset=opset, **window)[0]
 
 
 def _adaptive_node(param, *, kind, output_size, index_element_type):
@@ -134,28 +114,18 @@ def _adaptive_node(param, *, kind, output_size, index_element_type):
 
 
 def adaptive_max_pool(x, output_size, *, index_element_type="i32"):
-    """OpenVINO AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)``.
-
-    The CPU plugin compiles it with i32 indices only.
-    """
+    """OpenVINO AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)`` (the CPU plugin compiles it
+    with i32 indices only)."""
+    size = tuple(output_size)
     return _run(
-        _adaptive_node,
-        np.ascontiguousarray(x),
-        kind="max",
-        output_size=tuple(output_size),
-        index_element_type=index_element_type,
+        _adaptive_node, x, kind="max", output_size=size, index_element_type=index_element_type
     )
 
 
 def adaptive_avg_pool(x, output_size):
     """OpenVINO AdaptiveAvgPool-8 on NCX ``x``."""
-    return _run(
-        _adaptive_node,
-        np.ascontiguousarray(x),
-        kind="avg",
-        output_size=tuple(output_size),
-        index_element_type="i32",
-    )[0]
+    size = tuple(output_size)
+    return _run(_adaptive_node, x, kind="avg", output_size=size, index_element_type="i32")[0]
 
 
 def to_nxc(a: np.ndarray) -> np.ndarray:

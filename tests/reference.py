@@ -1,15 +1,10 @@
 """A small NumPy reference of every jaxpool op, written for clarity rather than speed.
 
-Inputs and outputs are NumPy arrays in NCX layout.  Each op loops over the output positions of
-one spatial grid and handles all ``(n, c)`` planes at once; within a window the elements are
-listed in row-major kernel order, so "first" always means first in that order.  Values are
-computed in float64 (integers in int64) and cast back to the input dtype at the end.
-
-Attributes are checked only as far as the shape rules need: :class:`Invalid` is raised for a
-configuration whose dilated kernel exceeds the padded input.
-
-Windows and adaptive bins are computed here, from the specification's formulas; nothing here
-imports jaxpool, so that the tests never check the library against itself.
+Inputs and outputs are NCX NumPy arrays.  Each op loops over the output positions and handles
+all ``(n, c)`` planes at once; a window lists its elements in row-major kernel order, so
+"first" means first in that order.  Values are computed in float64 (integers in int64) and
+cast back to the input dtype.  Windows and bins come from the specifications' formulas:
+nothing here imports jaxpool, so that the tests never check the library against itself.
 """
 
 from __future__ import annotations
@@ -22,12 +17,9 @@ import numpy as np
 
 
 def assert_sums_equal(actual, expected):
-    """Compares gradients that sum cotangents with PyTorch's CPU kernels, which add them in
-    output order.
-
-    Bit-exact on a CPU, where jaxpool adds in output order too; elsewhere to rounding, since a
-    GPU's scatter-add (the adaptive max pool's backward) adds in no fixed order.
-    """
+    """Gradients that sum cotangents, against PyTorch's CPU kernels, which add in output order:
+    bit-exact on a CPU, where jaxpool adds in that order too; elsewhere to rounding, since a
+    GPU's scatter-add (the adaptive max pool's backward) adds in no fixed order."""
     if jax.default_backend() == "cpu":
         np.testing.assert_array_equal(actual, expected)
     else:
@@ -35,15 +27,13 @@ def assert_sums_equal(actual, expected):
 
 
 class Invalid(ValueError):
-    """The attributes describe no valid pooling."""
+    """The attributes describe no valid pooling (a dilated kernel exceeds the padded input)."""
 
 
 def _per_axis(value, nd, default):
     if value is None:
         return (default,) * nd
-    if np.ndim(value) == 0:
-        return (int(value),) * nd
-    return tuple(int(v) for v in value)
+    return (int(value),) * nd if np.ndim(value) == 0 else tuple(int(v) for v in value)
 
 
 def sliding_geometry(
@@ -61,99 +51,90 @@ def sliding_geometry(
     kernel = _per_axis(kernel, nd, None)
     strides = kernel if strides is None else _per_axis(strides, nd, None)
     dilations = _per_axis(dilations, nd, 1)
-    pads_begin = _per_axis(pads_begin, nd, 0)
-    pads_end = _per_axis(pads_end, nd, 0)
-    dk = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=False)]
+    pads_begin, pads_end = _per_axis(pads_begin, nd, 0), _per_axis(pads_end, nd, 0)
+    dk = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     if auto_pad == "valid":
         pads_begin = pads_end = (0,) * nd
     elif auto_pad in ("same_upper", "same_lower"):
-        pb, pe = [], []
-        for length, k, s in zip(in_spatial, dk, strides, strict=False):
-            out = math.ceil(length / s)
-            total = max(0, (out - 1) * s + k - length)
-            small, big = total // 2, total - total // 2
-            pb.append(small if auto_pad == "same_upper" else big)
-            pe.append(big if auto_pad == "same_upper" else small)
-        pads_begin, pads_end = tuple(pb), tuple(pe)
+        totals = [
+            max(0, (math.ceil(n / s) - 1) * s + k - n) for n, k, s in zip(in_spatial, dk, strides)
+        ]
+        small, big = tuple(t // 2 for t in totals), tuple(t - t // 2 for t in totals)
+        pads_begin, pads_end = (small, big) if auto_pad == "same_upper" else (big, small)
     out_spatial = []
-    for length, k, s, pb, pe in zip(in_spatial, dk, strides, pads_begin, pads_end, strict=False):
+    for length, k, s, pb, pe in zip(in_spatial, dk, strides, pads_begin, pads_end):
         span = length + pb + pe - k
         if span < 0:
             raise Invalid(f"dilated kernel {k} exceeds the padded input {length + pb + pe}")
-        if rounding_type == "floor":
-            out = span // s + 1
-        else:
-            out = math.ceil(span / s) + 1
-            if rounding_type == "ceil_torch" and (out - 1) * s >= length + pb:
-                out -= 1
+        out = span // s + 1 if rounding_type == "floor" else math.ceil(span / s) + 1
+        if rounding_type == "ceil_torch" and (out - 1) * s >= length + pb:
+            out -= 1
         out_spatial.append(out)
     return kernel, strides, dilations, pads_begin, pads_end, tuple(out_spatial)
 
 
-def _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial):
-    """Spatial coordinates of the input elements of window ``o``, in row-major kernel order."""
-    positions = []
-    for k in itertools.product(*(range(n) for n in kernel)):
-        p = tuple(
-            oi * s + ki * d - pb
-            for oi, ki, s, d, pb in zip(o, k, strides, dilations, pads_begin, strict=False)
+def _window_of(kernel, strides, dilations, pads_begin, in_spatial):
+    """``o -> `` the spatial coordinates of the input elements of window ``o``."""
+
+    def positions(o):
+        taps = (
+            tuple(
+                oi * s + ki * d - pb
+                for oi, ki, s, d, pb in zip(o, k, strides, dilations, pads_begin)
+            )
+            for k in itertools.product(*map(range, kernel))
         )
-        if all(0 <= pi < length for pi, length in zip(p, in_spatial, strict=False)):
-            positions.append(p)
+        return [p for p in taps if all(0 <= pi < n for pi, n in zip(p, in_spatial))]
+
     return positions
 
 
-def _flat(positions, in_spatial):
-    return np.array([np.ravel_multi_index(p, in_spatial) for p in positions], np.int64)
-
-
-def _lowest(dtype):
-    if np.issubdtype(dtype, np.integer):
-        return np.iinfo(dtype).min
-    return -np.inf
-
-
-def _argmax_first(values):
-    """Index along the last axis of the maximum: the first NaN, else the first maximum."""
-    is_nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
-    return np.where(is_nan.any(-1), np.argmax(is_nan, -1), np.argmax(values, -1))
+def _each(out_spatial, window_of, in_spatial):
+    """``(index of output o in every plane, flat input positions of window o)``."""
+    for o in itertools.product(*map(range, out_spatial)):
+        flat = [np.ravel_multi_index(p, in_spatial) for p in window_of(o)]
+        yield (slice(None), slice(None), *o), np.array(flat, np.int64)
 
 
 def _wide(x):
     return x.astype(np.int64) if np.issubdtype(x.dtype, np.integer) else x.astype(np.float64)
 
 
-def _index(n_c_spatial, ncx_shape, axis):
-    """Full NCX row-major offset of ``(n, c, flat spatial)`` modulo ``prod(shape[axis:])``."""
-    n, c, p = n_c_spatial
-    size = math.prod(ncx_shape[2:])
-    full = (n * ncx_shape[1] + c) * size + p
-    return full % math.prod(ncx_shape[axis:])
-
-
 def _max_over(x, out_spatial, window_of, axis):
-    """Max pooling given ``window_of(o)``, the list of input coordinates of window ``o``.
-
-    The maximum is compared in a wide type and taken from ``x`` itself, so that it keeps its
-    bits (the sign of a zero, the payload of a NaN)."""
+    """Max pooling: ``(y, indices)`` counted from ``axis``.  The maximum (the first NaN, else
+    the first maximum) is compared in a wide type and taken from ``x`` itself, so that it
+    keeps its bits (the sign of a zero, the payload of a NaN)."""
     batch, channels, *in_spatial = x.shape
     planes = x.reshape(batch, channels, -1)
     wide = _wide(planes)
-    y = np.full((batch, channels, *out_spatial), _lowest(x.dtype), x.dtype)
-    where = np.zeros((batch, channels, *out_spatial), np.int64)
-    for o in itertools.product(*(range(n) for n in out_spatial)):
-        flat = _flat(window_of(o), in_spatial)
+    lowest = np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer) else -np.inf
+    y = np.full((batch, channels, *out_spatial), lowest, x.dtype)
+    where = np.zeros(y.shape, np.int64)
+    for at, flat in _each(out_spatial, window_of, in_spatial):
         if flat.size == 0:
-            continue  # no input element: padding value, index of the plane's first element
-        first = _argmax_first(wide[:, :, flat])
-        y[(slice(None), slice(None), *o)] = np.take_along_axis(
-            planes[:, :, flat], first[..., None], -1
-        )[..., 0]
-        where[(slice(None), slice(None), *o)] = flat[first]
-    n = np.arange(batch).reshape(-1, 1, *([1] * len(out_spatial)))
-    c = np.arange(channels).reshape(1, -1, *([1] * len(out_spatial)))
-    indices = _index((n, c, where), x.shape, axis)
-    return y, indices
+            continue  # no input element: the padding value, at the plane's first element
+        values = wide[:, :, flat]
+        is_nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+        first = np.where(is_nan.any(-1), np.argmax(is_nan, -1), np.argmax(values, -1))
+        y[at] = np.take_along_axis(planes[:, :, flat], first[..., None], -1)[..., 0]
+        where[at] = flat[first]
+    plane = np.arange(batch * channels).reshape(batch, channels, *[1] * len(out_spatial))
+    return y, (plane * math.prod(in_spatial) + where) % math.prod(x.shape[axis:])
+
+
+def _avg_over(x, out_spatial, window_of, divisor_of):
+    """Average pooling: each window's sum over ``divisor_of(its number of input elements)``
+    (0: the output is 0), integers rounded half to even."""
+    batch, channels, *in_spatial = x.shape
+    planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
+    y = np.zeros((batch, channels, *out_spatial), np.float64)
+    for at, flat in _each(out_spatial, window_of, in_spatial):
+        if divisor := divisor_of(flat.size):
+            with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in the op
+                y[at] = planes[:, :, flat].sum(-1) / divisor
+    if np.issubdtype(x.dtype, np.integer):
+        return np.round(y).astype(x.dtype)
+    return y.astype(x.dtype)
 
 
 def max_pool(
@@ -170,23 +151,11 @@ def max_pool(
 ):
     """MaxPool on NCX ``x``: ``(y, indices)`` with int64 indices counted from ``axis``."""
     x = np.asarray(x)
-    in_spatial = x.shape[2:]
     kernel, strides, dilations, pads_begin, _, out_spatial = sliding_geometry(
-        in_spatial, kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
+        x.shape[2:], kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
     )
-    axis %= x.ndim
-    return _max_over(
-        x,
-        out_spatial,
-        lambda o: _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial),
-        axis,
-    )
-
-
-def _round_like(values, dtype):
-    if np.issubdtype(dtype, np.integer):
-        return np.round(values).astype(dtype)  # half to even
-    return values.astype(dtype)
+    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
+    return _max_over(x, out_spatial, window_of, axis % x.ndim)
 
 
 def avg_pool(
@@ -207,26 +176,12 @@ def avg_pool(
     ceil-mode window beyond ``pads_end``), otherwise the number of input elements.
     """
     x = np.asarray(x)
-    batch, channels, *in_spatial = x.shape
     kernel, strides, dilations, pads_begin, pads_end, out_spatial = sliding_geometry(
-        in_spatial, kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
+        x.shape[2:], kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
     )
-    padded = any(pads_begin) or any(pads_end)
-    planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
-    y = np.zeros((batch, channels, *out_spatial), np.float64)
-    for o in itertools.product(*(range(n) for n in out_spatial)):
-        flat = _flat(
-            _window_positions(o, kernel, strides, dilations, pads_begin, in_spatial), in_spatial
-        )
-        if exclude_pad or not padded:
-            divisor = flat.size
-        else:
-            divisor = math.prod(kernel)
-        if divisor == 0:
-            continue
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in the op
-            y[(slice(None), slice(None), *o)] = planes[:, :, flat].sum(-1) / divisor
-    return _round_like(y, x.dtype)
+    whole = not exclude_pad and (any(pads_begin) or any(pads_end))
+    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
+    return _avg_over(x, out_spatial, window_of, lambda n: math.prod(kernel) if whole else n)
 
 
 def adaptive_bins(length, out):
@@ -234,68 +189,54 @@ def adaptive_bins(length, out):
     return [(i * length // out, -(-(i + 1) * length // out)) for i in range(out)]
 
 
-def _output_size(in_spatial, output_size):
+def _adaptive(x, output_size):
+    """``(out_spatial, window_of)`` of an adaptive pooling of NCX ``x``."""
+    in_spatial = x.shape[2:]
     if np.ndim(output_size) == 0:
         output_size = (output_size,) * len(in_spatial)
-    return tuple(
-        length if o is None else int(o) for length, o in zip(in_spatial, output_size, strict=True)
+    out_spatial = tuple(
+        n if o is None else int(o) for n, o in zip(in_spatial, output_size, strict=True)
     )
-
-
-def _bin_positions(o, bins):
-    ranges = [range(*bins[i][oi]) for i, oi in enumerate(o)]
-    return list(itertools.product(*ranges))
+    bins = [adaptive_bins(n, o) for n, o in zip(in_spatial, out_spatial)]
+    return out_spatial, lambda o: list(
+        itertools.product(*(range(*bins[i][oi]) for i, oi in enumerate(o)))
+    )
 
 
 def adaptive_max_pool(x, output_size):
     """AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)`` with spatial (``axis=2``) indices."""
     x = np.asarray(x)
-    in_spatial = x.shape[2:]
-    out_spatial = _output_size(in_spatial, output_size)
-    bins = [adaptive_bins(length, o) for length, o in zip(in_spatial, out_spatial, strict=False)]
-    return _max_over(x, out_spatial, lambda o: _bin_positions(o, bins), 2)
+    return _max_over(x, *_adaptive(x, output_size), 2)
 
 
 def adaptive_avg_pool(x, output_size):
     """AdaptiveAvgPool-8 on NCX ``x``: the mean of each bin."""
     x = np.asarray(x)
-    batch, channels, *in_spatial = x.shape
-    out_spatial = _output_size(in_spatial, output_size)
-    bins = [adaptive_bins(length, o) for length, o in zip(in_spatial, out_spatial, strict=False)]
-    planes = _wide(x).astype(np.float64).reshape(batch, channels, -1)
-    y = np.zeros((batch, channels, *out_spatial), np.float64)
-    for o in itertools.product(*(range(n) for n in out_spatial)):
-        flat = _flat(_bin_positions(o, bins), in_spatial)
-        with np.errstate(invalid="ignore"):
-            y[(slice(None), slice(None), *o)] = planes[:, :, flat].mean(-1)
-    return _round_like(y, x.dtype)
+    return _avg_over(x, *_adaptive(x, output_size), lambda n: n)
 
 
 def max_unpool(y, indices, output_shape, *, axis=0):
     """Scatter-add of NCX ``y`` to the positions ``indices`` (taken with ``axis``) of a zero
     tensor of NCX ``output_shape``."""
     y = np.asarray(y)
-    indices = np.asarray(indices).astype(np.int64)
     axis %= len(output_shape)
-    batch, channels = output_shape[:2]
-    size = math.prod(output_shape[2:])
-    n = np.arange(y.shape[0]).reshape(-1, *([1] * (y.ndim - 1)))
-    c = np.arange(y.shape[1]).reshape(1, -1, *([1] * (y.ndim - 2)))
-    if axis == 0:
-        full = indices
-    elif axis == 1:
-        full = n * channels * size + indices
-    else:
-        full = (n * channels + c) * size + indices
+    channels, size = output_shape[1], math.prod(output_shape[2:])
+    n = np.arange(y.shape[0]).reshape(-1, *[1] * (y.ndim - 1))
+    c = np.arange(y.shape[1]).reshape(1, -1, *[1] * (y.ndim - 2)) if axis > 1 else 0
+    full = np.asarray(indices).astype(np.int64) + (0 if axis == 0 else (n * channels + c) * size)
     out = np.zeros(math.prod(output_shape), np.float64 if y.dtype.kind == "f" else np.int64)
     with np.errstate(invalid="ignore"):
         np.add.at(out, np.broadcast_to(full, y.shape).ravel(), _wide(y).ravel())
     return out.reshape(output_shape).astype(y.dtype)
 
 
+def _pair(output_size):
+    return (int(output_size),) * 2 if np.ndim(output_size) == 0 else tuple(map(int, output_size))
+
+
 def _bilinear(planes, y, x):
-    """Bilinear samples of ``planes`` ``[..., H, W]`` (float64) at the points ``(y, x)``
-    (arrays of one shape ``S``): ``[..., *S]``.
+    """Bilinear samples of float64 ``planes [..., H, W]`` at the points ``(y, x)`` (arrays of
+    one shape ``S``): ``[..., *S]``.
 
     torchvision's ``bilinear_interpolate``, which OpenVINO's ROIAlign and its feature-pyramid
     extractor share: a point below -1 or past ``H`` (``W``) reads 0, one in ``[-1, 0]`` is
@@ -304,12 +245,10 @@ def _bilinear(planes, y, x):
     height, width = planes.shape[-2:]
     y, x = np.asarray(y, np.float64), np.asarray(x, np.float64)
     outside = (y < -1.0) | (y > height) | (x < -1.0) | (x > width)
-    y = np.clip(y, 0.0, height)
-    x = np.clip(x, 0.0, width)
+    y, x = np.clip(y, 0.0, height), np.clip(x, 0.0, width)
     y_low = np.minimum(np.floor(y).astype(np.int64), height - 1)
     x_low = np.minimum(np.floor(x).astype(np.int64), width - 1)
-    y_high = np.minimum(y_low + 1, height - 1)
-    x_high = np.minimum(x_low + 1, width - 1)
+    y_high, x_high = np.minimum(y_low + 1, height - 1), np.minimum(x_low + 1, width - 1)
     ly = np.where(y_low == height - 1, 0.0, y - y_low)
     lx = np.where(x_low == width - 1, 0.0, x - x_low)
     hy, hx = 1.0 - ly, 1.0 - lx
@@ -322,59 +261,45 @@ def _bilinear(planes, y, x):
     return np.where(outside, 0.0, values)
 
 
-def _align_grid(box, spatial_scale, output_size, sampling_ratio, aligned_mode, at_least_one):
-    """ROIAlign's sample points of one ``(x_1, y_1, x_2, y_2)`` box: ``(ys, xs)``, of shapes
-    ``[out_h, s_y]`` and ``[out_w, s_x]`` (bin ``(i, j)`` samples the points ``(ys[i, k],
-    xs[j, l])``), or ``None`` where a bin has no samples (``s_y`` or ``s_x`` is not positive).
+def _bins_and_counts(corners, output_size, sampling_ratio, at_least_one):
+    """ROIAlign's bin sizes ``(bin_h, bin_w)`` of a box with ``corners`` ``(x_1, y_1, x_2,
+    y_2)`` and its samples per axis: ``sampling_ratio``, or ``ceil(bin size)`` (0 or negative
+    for a box of zero or negative size)."""
+    x1, y1, x2, y2 = corners
+    width, height = x2 - x1, y2 - y1
+    if at_least_one:
+        width, height = max(width, 1.0), max(height, 1.0)
+    bins = height / output_size[0], width / output_size[1]
+    return bins, tuple(sampling_ratio if sampling_ratio > 0 else math.ceil(b) for b in bins)
 
-    Corners: ``x * spatial_scale`` (``"asymmetric"``), ``x * spatial_scale - 0.5``
+
+def _align_samples(
+    planes, box, spatial_scale, output_size, sampling_ratio, aligned_mode, at_least_one
+):
+    """ROIAlign's samples of every bin of one ``(x_1, y_1, x_2, y_2)`` box on ``planes``:
+    ``[..., out_h, out_w, s_y * s_x]``, or ``None`` where a count ``s`` is not positive.
+
+    Corners ``x * spatial_scale`` (``"asymmetric"``), ``x * spatial_scale - 0.5``
     (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); with
     ``at_least_one`` the box's width and height are at least 1.  ``sampling_ratio=0``: ``s =
     ceil(bin size)`` per axis, whatever the box's size.
     """
-    out_h, out_w = output_size
-    offset_src = 0.5 if aligned_mode == "half_pixel" else 0.0
-    offset_dst = 0.0 if aligned_mode == "asymmetric" else -0.5
-    start_w, start_h, end_w, end_h = (
-        (float(v) + offset_src) * spatial_scale + offset_dst for v in box
-    )
+    (out_h, out_w), source = output_size, 0.5 if aligned_mode == "half_pixel" else 0.0
+    target = 0.0 if aligned_mode == "asymmetric" else -0.5
+    corners = [(float(v) + source) * spatial_scale + target for v in box]
     (bin_h, bin_w), (grid_h, grid_w) = _bins_and_counts(
-        start_h, start_w, end_h, end_w, output_size, sampling_ratio, at_least_one
+        corners, output_size, sampling_ratio, at_least_one
     )
     if grid_h <= 0 or grid_w <= 0:
         return None
-    ys = start_h + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
-    xs = start_w + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
-    return ys, xs
-
-
-def _bins_and_counts(start_h, start_w, end_h, end_w, output_size, sampling_ratio, at_least_one):
-    """ROIAlign's bin sizes ``(bin_h, bin_w)`` and sample counts per axis, ``sampling_ratio``
-    or ``ceil(bin size)`` (0 or negative for a box of zero or negative size)."""
-    roi_width, roi_height = end_w - start_w, end_h - start_h
-    if at_least_one:
-        roi_width, roi_height = max(roi_width, 1.0), max(roi_height, 1.0)
-    bin_h, bin_w = roi_height / output_size[0], roi_width / output_size[1]
-    grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_h)
-    grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(bin_w)
-    return (bin_h, bin_w), (grid_h, grid_w)
-
-
-def _no_count(box, spatial_scale, output_size, sampling_ratio):
-    """Whether torchvision's ``ps_roi_align`` divides the bins of a box by a count of 0: a
-    ``ceil(bin size)`` of 0 on an axis (``"half_pixel_for_nn"``, adaptive sampling)."""
-    start_w, start_h, end_w, end_h = (float(v) * spatial_scale - 0.5 for v in box)
-    _, counts = _bins_and_counts(start_h, start_w, end_h, end_w, output_size, sampling_ratio, False)
-    return 0 in counts
-
-
-def _bin_samples(planes, ys, xs):
-    """The samples of every bin: ``[..., out_h, out_w, s_y * s_x]``."""
-    out_h, grid_h = ys.shape
-    out_w, grid_w = xs.shape
-    y = np.broadcast_to(ys[:, None, :, None], (out_h, out_w, grid_h, grid_w))
-    x = np.broadcast_to(xs[None, :, None, :], (out_h, out_w, grid_h, grid_w))
-    samples = _bilinear(planes, y, x)
+    ys = corners[1] + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
+    xs = corners[0] + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
+    shape = (out_h, out_w, grid_h, grid_w)
+    samples = _bilinear(
+        planes,
+        np.broadcast_to(ys[:, None, :, None], shape),
+        np.broadcast_to(xs[None, :, None, :], shape),
+    )
     return samples.reshape(*samples.shape[:-2], grid_h * grid_w)
 
 
@@ -392,15 +317,12 @@ def ps_roi_align(
     """torchvision's ``ps_roi_align`` (its CPU kernel) for NCX ``x`` and ``(x_1, y_1, x_2, y_2)``
     boxes with their batch indices apart.
 
-    ``empty_bin="nan"`` (with ``"half_pixel_for_nn"``) is torchvision's rule for a box whose
-    count of samples is 0 on an axis: NaN, its 0 / 0 (on an image of the batch).
-
-    ``aligned_mode="half_pixel_for_nn"`` is torchvision's rule (``x * spatial_scale - 0.5``, no
-    bound on the box's size); ``"asymmetric"`` (``x * spatial_scale``, width and height at least
-    1) and ``"half_pixel"`` (``(x + 0.5) * spatial_scale - 0.5``) are ROIAlign's other two.
-    Where the kernel's behaviour is undefined or NaN, the library's rule: a batch index outside
-    ``[0, N)`` gives zeros, and a bin with no samples (a count ``ceil(bin size) <= 0``) gives 0
-    where the kernel divides 0 by 0.
+    ``aligned_mode="half_pixel_for_nn"`` is torchvision's rule (no bound on the box's size);
+    ``"asymmetric"`` (width and height at least 1) and ``"half_pixel"`` are ROIAlign's other
+    two.  ``empty_bin="nan"`` is torchvision's rule for a box whose count of samples (at
+    ``"half_pixel_for_nn"``) is 0 on an axis: NaN, its 0 / 0.  Where the kernel's behaviour is
+    undefined or NaN, the library's rule: a batch index outside ``[0, N)`` gives zeros, and a
+    bin with no samples (a count ``<= 0``) gives 0.
     """
     out_h, out_w = output_size
     n, channels, _, _ = x.shape
@@ -409,48 +331,42 @@ def ps_roi_align(
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
         b = int(batch_indices[r])
-        if 0 <= b < n and empty_bin == "nan":
-            if _no_count(box, spatial_scale, (out_h, out_w), sampling_ratio):
+        if not 0 <= b < n:
+            continue
+        if empty_bin == "nan":
+            corners = [float(v) * spatial_scale - 0.5 for v in box]
+            if 0 in _bins_and_counts(corners, output_size, sampling_ratio, False)[1]:
                 out[r] = np.nan
                 continue
-        grid = _align_grid(
+        samples = _align_samples(
+            wide[b],
             box,
             spatial_scale,
-            (out_h, out_w),
+            output_size,
             sampling_ratio,
             aligned_mode,
-            at_least_one=aligned_mode == "asymmetric",
+            aligned_mode == "asymmetric",
         )
-        if not 0 <= b < n or grid is None:
-            continue
-        # Every channel's bins, then bin (i, j) of output channel c from input channel
-        # (c * out_h + i) * out_w + j.
-        every = _bin_samples(wide[b], *grid).mean(-1).reshape(dim, out_h, out_w, out_h, out_w)
-        i, j = np.arange(out_h)[:, None], np.arange(out_w)[None, :]
-        out[r] = every[:, i, j, i, j]
+        if samples is not None:
+            # Bin (i, j) of output channel c from input channel (c * out_h + i) * out_w + j.
+            every = samples.mean(-1).reshape(dim, out_h, out_w, out_h, out_w)
+            i, j = np.arange(out_h)[:, None], np.arange(out_w)[None, :]
+            out[r] = every[:, i, j, i, j]
     return out.astype(x.dtype)
 
 
-def _pair(output_size):
-    return (int(output_size),) * 2 if np.ndim(output_size) == 0 else tuple(map(int, output_size))
-
-
-def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, **grid_attrs):
+def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, **grid):
     """ROIAlign of each box on the float64 NCX map and with the spatial scale that
     ``map_of(r)`` gives for box ``r`` (``None``: the box gives zeros)."""
     out = np.zeros((len(rois), channels, *output_size), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
-        chosen = map_of(r)
-        if chosen is None:
+        chosen, b = map_of(r), int(batch_indices[r])
+        if chosen is None or not 0 <= b < chosen[0].shape[0]:
             continue
-        features, spatial_scale = chosen
-        b = int(batch_indices[r])
-        grid = _align_grid(box, spatial_scale, output_size, **grid_attrs)
-        if not 0 <= b < features.shape[0] or grid is None:
-            continue
-        samples = _bin_samples(features[b], *grid)
-        # The runtime's max starts from 0: a bin of negative samples gives 0.
-        out[r] = samples.mean(-1) if mode == "avg" else np.maximum(samples.max(-1), 0.0)
+        samples = _align_samples(chosen[0][b], box, chosen[1], output_size, **grid)
+        if samples is not None:
+            # The runtime's max starts from 0: a bin of negative samples gives 0.
+            out[r] = samples.mean(-1) if mode == "avg" else np.maximum(samples.max(-1), 0.0)
     return out
 
 
@@ -467,11 +383,11 @@ def roi_align(
 ):
     """OpenVINO ROIAlign-9 for NCX ``x``, ``(x_1, y_1, x_2, y_2)`` boxes and their batch indices.
 
-    Corners as :func:`_align_grid` gives them, width and height at least 1 in ``"asymmetric"``
-    only; ``sampling_ratio=0`` samples ``ceil(bin size)`` points per axis, with no cap for
-    boxes larger than the map.  ``mode="avg"`` averages a bin's samples, ``"max"`` takes their
-    maximum starting from 0.  The library's rules where the runtime gives NaN or reads out of
-    bounds: a bin with no samples gives 0, a batch index outside ``[0, N)`` gives zeros.
+    Width and height at least 1 in ``"asymmetric"`` only; ``sampling_ratio=0`` samples
+    ``ceil(bin size)`` points per axis, with no cap for boxes larger than the map.  ``"max"``
+    takes the samples' maximum starting from 0.  The library's rules where the runtime gives
+    NaN or reads out of bounds: a bin with no samples gives 0, a batch index outside ``[0, N)``
+    zeros.
     """
     wide = np.asarray(x, np.float64)
     out = _roi_align_boxes(
@@ -502,9 +418,8 @@ def pyramid_levels(
     """The pyramid level of each ``(x_1, y_1, x_2, y_2)`` box: an index into ``spatial_scales``
     (finest first), or -1 where the box gives zeros.
 
-    ``area = (x_2 - x_1) * (y_2 - y_1)`` in image pixels (no +1), computed in ``dtype`` (float64;
-    float32 evaluates the formula as the libraries and the runtime do on float32 boxes, in
-    their order of operations), and:
+    ``area = (x_2 - x_1) * (y_2 - y_1)`` in image pixels (no +1), computed in ``dtype`` (float32
+    evaluates the formula as the libraries and the runtime do on float32 boxes), and:
 
     * ``"torchvision"`` (``LevelMapper``): ``k = floor(canonical_level + log2(sqrt(area) /
       canonical_size) + 1e-6)``;
@@ -539,8 +454,6 @@ def pyramid_levels(
             high = -round(math.log2(spatial_scales[-1]))
         gives_zeros = ~(area > 0) if level_rule == "openvino" else ~(area >= 0)
         level = np.clip(np.where(gives_zeros, low, k), low, high).astype(np.int64) - low
-    # MultiScaleRoIAlign pools level index i on the i-th map it is given; an index with no map
-    # (maps that skip levels) is pooled nowhere.
     return np.where(gives_zeros | (level >= len(spatial_scales)), -1, level)
 
 
@@ -558,15 +471,15 @@ def multilevel_roi_align(
     canonical_size=224,
     canonical_level=4,
 ):
-    """ROIAlign over a feature pyramid: each box pooled as :func:`roi_align` pools it on the
-    level that :func:`pyramid_levels` assigns, with that level's spatial scale.
+    """ROIAlign over a feature pyramid (NCX maps, finest first): each box pooled as
+    :func:`roi_align` pools it on the level that :func:`pyramid_levels` assigns.
 
-    ``features`` is a sequence of NCX maps, finest first.  With ``level_rule="openvino"`` the
-    box's width and height are at least 1 on its level in every ``aligned_mode`` (the runtime's
-    extractor clamps also when aligned); elsewhere only in ``"asymmetric"``, as ROIAlign does.
-    ``aligned_mode=None`` is the library's own: ``MultiScaleRoIAlign`` calls ``roi_align`` with
-    ``aligned=False``, detectron2's ``ROIPooler`` defaults to ``ROIAlignV2`` (``aligned=True``),
-    the extractor's ``aligned`` defaults to false.
+    With ``level_rule="openvino"`` the box's width and height are at least 1 on its level in
+    every ``aligned_mode`` (the runtime's extractor clamps also when aligned); elsewhere only
+    in ``"asymmetric"``, as ROIAlign does.  ``aligned_mode=None`` is the library's own:
+    ``MultiScaleRoIAlign`` calls ``roi_align`` with ``aligned=False``, detectron2's
+    ``ROIPooler`` defaults to ``ROIAlignV2`` (``aligned=True``), the extractor's ``aligned``
+    defaults to false.
     """
     if aligned_mode is None:
         aligned_mode = "half_pixel_for_nn" if level_rule == "detectron2" else "asymmetric"
@@ -584,6 +497,12 @@ def multilevel_roi_align(
         at_least_one=aligned_mode == "asymmetric" or level_rule == "openvino",
     )
     return out.astype(features[0].dtype)
+
+
+def _round_half_away(v):
+    """C's ``round`` (and ``std::round``): halves away from zero."""
+    whole = math.trunc(v)
+    return int(whole + math.copysign(1.0, v)) if abs(v - whole) >= 0.5 else int(whole)
 
 
 def deformable_psroi_pool(
@@ -616,7 +535,7 @@ def deformable_psroi_pool(
             break
         if not 0 <= b < n:
             continue
-        # std::round: halves away from zero.
+        # std::round as the plugin computes it: floor(|v| + 0.5) with v's sign.
         x1, y1, x2, y2 = (math.copysign(math.floor(abs(v) + 0.5), v) for v in row[1:])
         start_x, start_y = x1 * spatial_scale - 0.5, y1 * spatial_scale - 0.5
         roi_w = max((x2 + 1) * spatial_scale - 0.5 - start_x, 0.1)
@@ -659,17 +578,11 @@ def _onnx_corners(plane_shape, y, x):
     if y < -1 or y > height or x < -1 or x > width:
         return None
     y, x = max(y, type(y)(0)), max(x, type(x)(0))
-    y_low, x_low = int(y), int(x)
-    if y_low >= height - 1:
-        y_low = y_high = height - 1
-        y = type(y)(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= width - 1:
-        x_low = x_high = width - 1
-        x = type(x)(x_low)
-    else:
-        x_high = x_low + 1
+    y_low, x_low = min(int(y), height - 1), min(int(x), width - 1)
+    y_high, x_high = min(y_low + 1, height - 1), min(x_low + 1, width - 1)
+    # A sample at or past the last row (column) is moved onto it.
+    y = type(y)(y_low) if y_low == height - 1 else y
+    x = type(x)(x_low) if x_low == width - 1 else x
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
     return [
@@ -694,9 +607,9 @@ def roi_align_onnx_max(
     ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives
     0.  A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
 
-    Returns ``(y, winners)``: ``y`` of shape ``[R, C, out_h, out_w]`` and, for every output, the
-    ``(n, row, column, weight)`` of the term it took (weight 0 for an outside sample or an
-    empty bin), the derivative of ``y`` in ``x``.
+    Returns ``(y, winners)``: ``y [R, C, out_h, out_w]`` and, for every output, the ``(n, row,
+    column, weight)`` of the term it took (weight 0 for an outside sample or an empty bin), the
+    derivative of ``y`` in ``x``.
     """
     dtype = np.dtype(x.dtype).type
     out_h, out_w = _pair(output_size)
@@ -746,56 +659,59 @@ def roi_align_onnx_max(
 # ------------------------------------------------------------------------------------------
 
 
-def _round_half_away(v):
-    """C's ``round``: halves away from zero."""
-    whole = math.trunc(v)
-    return int(whole + math.copysign(1.0, v)) if abs(v - whole) >= 0.5 else int(whole)
+def _boxes(rois, n):
+    """``(r, batch index, box)`` of each ``[K, 5]`` box whose batch index lies in ``[0, N)``."""
+    for r, box in enumerate(np.asarray(rois, np.float64)):
+        if 0 <= int(box[0]) < n:
+            yield r, int(box[0]), box
 
 
-def _integer_bin(i, out, start, end, span_extra, top, dtype=np.float64):
-    """Bin ``i`` of ``out`` over the whole elements from ``start``, which span ``max(end -
-    start + span_extra, 1)``: ``[floor(i * s), ceil((i + 1) * s))`` offset by ``start``, each
-    edge clipped to ``[0, top]`` (``s`` the span over ``out``), computed in ``dtype``."""
-    size = dtype(max(end - start + span_extra, 1)) / dtype(out)
-    low = min(max(int(np.floor(dtype(i) * size)) + start, 0), top)
-    high = min(max(int(np.ceil(dtype(i + 1) * size)) + start, 0), top)
-    return low, high
+def _integer_bins(box, spatial_scale, output_size, span_extra, tops, dtype=np.float64):
+    """The bins of one box over whole elements: ``{(i, j): (h0, h1, w0, w1)}``.
 
+    Corners ``round(v * spatial_scale)`` (halves away from zero); the box spans ``max(end -
+    start + span_extra, 1)`` elements per axis; bin ``i`` of ``out`` covers ``[floor(i * s),
+    ceil((i + 1) * s))`` offset by the start (``s`` the span over ``out``, computed in
+    ``dtype``), each edge clipped to ``[0, top]``.
+    """
+    x1, y1, x2, y2 = (_round_half_away(float(v) * spatial_scale) for v in box[1:5])
 
-def _scaled_corners(box, spatial_scale):
-    """``(x_1, y_1, x_2, y_2)`` times ``spatial_scale``, rounded as the kernels round."""
-    return [_round_half_away(float(v) * spatial_scale) for v in box[1:5]]
+    def edges(i, out, start, end, top):
+        size = dtype(max(end - start + span_extra, 1)) / dtype(out)
+        low = min(max(int(np.floor(dtype(i) * size)) + start, 0), top)
+        return low, min(max(int(np.ceil(dtype(i + 1) * size)) + start, 0), top)
+
+    (out_h, out_w), (top_h, top_w) = output_size, tops
+    return {
+        (i, j): (*edges(i, out_h, y1, y2, top_h), *edges(j, out_w, x1, x2, top_w))
+        for i, j in itertools.product(range(out_h), range(out_w))
+    }
 
 
 def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     """torchvision's ``roi_pool``: ``(y, argmax)``, ``argmax`` the flat position ``h * W + w``
     of each output's element in its plane, -1 where the bin is empty (its output is 0).
 
-    Corners ``round(v * spatial_scale)``; the box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin
-    edges computed in ``x``'s dtype (float32 for 16-bit ``x``; the kernel's ``T``) and clipped
-    to ``[0, H]``; the maximum starts from ``-FLT_MAX`` and takes a strictly larger element, so
-    the first maximum in row-major order wins and a NaN never does (a bin of nothing larger
-    than ``-FLT_MAX`` gives ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is
-    undefined, the library's rule: a box with a NaN coordinate (which the kernel converts to an
-    integer) gives NaN and argmax -1, a batch index outside ``[0, N)`` zeros.
+    The box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin edges computed in ``x``'s dtype
+    (float32 for 16-bit ``x``; the kernel's ``T``) and clipped to ``[0, H]``; the maximum
+    starts from ``-FLT_MAX`` and takes a strictly larger element, so the first maximum in
+    row-major order wins and a NaN never does (a bin of nothing larger than ``-FLT_MAX`` gives
+    ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is undefined, the library's
+    rule: a box with a NaN coordinate (which the kernel converts to an integer) gives NaN and
+    argmax -1, a batch index outside ``[0, N)`` zeros.
     """
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x.shape
     edges = np.promote_types(x.dtype, np.float32).type
     wide = np.asarray(x, np.float64)
+    rois = np.asarray(rois, np.float64)
     out = np.zeros((len(rois), channels, out_h, out_w), np.float64)
     argmax = np.full(out.shape, -1, np.int64)
-    for r, box in enumerate(np.asarray(rois, np.float64)):
-        if np.isnan(box).any():
-            out[r] = np.nan
-            continue
-        b = int(box[0])
-        if not 0 <= b < n:
-            continue
-        x1, y1, x2, y2 = _scaled_corners(box, spatial_scale)
-        for i, j in itertools.product(range(out_h), range(out_w)):
-            h0, h1 = _integer_bin(i, out_h, y1, y2, 1, height, edges)
-            w0, w1 = _integer_bin(j, out_w, x1, x2, 1, width, edges)
+    nan = np.isnan(rois).any(1)
+    out[nan] = np.nan
+    for r, b, box in _boxes(np.where(nan[:, None], -1.0, rois), n):
+        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 1, (height, width), edges)
+        for (i, j), (h0, h1, w0, w1) in bins.items():
             if h1 <= h0 or w1 <= w0:
                 continue
             for c in range(channels):
@@ -812,54 +728,30 @@ def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
     n, channels, height, width = x_shape
     grad = np.zeros((n, channels, height * width), np.float64)
     ct = np.asarray(ct, np.float64)
-    for r, box in enumerate(np.asarray(rois, np.float64)):
-        if np.isnan(box).any():
-            continue
-        b = int(box[0])
-        if not 0 <= b < n:
-            continue
+    rois = np.asarray(rois, np.float64)
+    for r, b, _ in _boxes(np.where(np.isnan(rois).any(1)[:, None], -1.0, rois), n):
         for c, i, j in itertools.product(range(channels), *map(range, ct.shape[2:])):
             if argmax[r, c, i, j] >= 0:
                 grad[b, c, argmax[r, c, i, j]] += ct[r, c, i, j]
     return grad.reshape(x_shape)
 
 
-def _ps_roi_pool_bins(box, spatial_scale, output_size, height, width, last):
-    """torchvision's ``ps_roi_pool`` bins of one box: ``{(i, j): (h0, h1, w0, w1)}``, each edge
-    clipped to ``[0, H - last]`` (``[0, W - last]``)."""
-    out_h, out_w = output_size
-    x1, y1, x2, y2 = _scaled_corners(box, spatial_scale)
-    bins = {}
-    for i, j in itertools.product(range(out_h), range(out_w)):
-        h0, h1 = _integer_bin(i, out_h, y1, y2, 0, height - last)
-        w0, w1 = _integer_bin(j, out_w, x1, x2, 0, width - last)
-        bins[i, j] = (h0, h1, w0, w1)
-    return bins
-
-
 def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
-    """torchvision's ``ps_roi_pool`` forward.
-
-    Corners ``round(v * spatial_scale)``; the box spans ``max(x_2 - x_1, 1)`` elements; bin
-    ``(i, j)`` of output channel ``c`` averages input channel ``(c * out_h + i) * out_w + j``
-    over ``[floor(i * s), ceil((i + 1) * s))`` offset by the start, each edge clipped to ``[0,
-    H - 1]`` (so the last row and column are never read); an empty bin gives 0.
-    """
+    """torchvision's ``ps_roi_pool`` forward: the box spans ``max(x_2 - x_1, 1)`` elements; bin
+    ``(i, j)`` of output channel ``c`` averages input channel ``(c * out_h + i) * out_w + j``,
+    each edge clipped to ``[0, H - 1]`` (so the last row and column are never read); an empty
+    bin gives 0."""
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x.shape
     dim = channels // (out_h * out_w)
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
-    for r, box in enumerate(np.asarray(rois, np.float64)):
-        b = int(box[0])
-        if not 0 <= b < n:
-            continue
-        bins = _ps_roi_pool_bins(box, spatial_scale, (out_h, out_w), height, width, 1)
+    for r, b, box in _boxes(rois, n):
+        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - 1, width - 1))
         for (i, j), (h0, h1, w0, w1) in bins.items():
-            if h1 <= h0 or w1 <= w0:
-                continue
-            for c in range(dim):
-                out[r, c, i, j] = wide[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1].mean()
+            if h1 > h0 and w1 > w0:
+                for c in range(dim):
+                    out[r, c, i, j] = wide[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1].mean()
     return out.astype(x.dtype)
 
 
@@ -875,17 +767,13 @@ def torchvision_ps_roi_pool_backward(ct, rois, x_shape, output_size, spatial_sca
     dim = channels // (out_h * out_w)
     grad = np.zeros(x_shape, np.float64)
     ct = np.asarray(ct, np.float64)
-    for r, box in enumerate(np.asarray(rois, np.float64)):
-        b = int(box[0])
-        if not 0 <= b < n:
-            continue
-        bins = _ps_roi_pool_bins(box, spatial_scale, (out_h, out_w), height, width, last)
+    for r, b, box in _boxes(rois, n):
+        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - last, width - last))
         for (i, j), (h0, h1, w0, w1) in bins.items():
-            if h1 <= h0 or w1 <= w0:
-                continue
-            for c in range(dim):
-                area = (h1 - h0) * (w1 - w0)
-                grad[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1] += ct[r, c, i, j] / area
+            if h1 > h0 and w1 > w0:
+                for c in range(dim):
+                    area = (h1 - h0) * (w1 - w0)
+                    grad[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1] += ct[r, c, i, j] / area
     return grad
 
 
@@ -910,33 +798,16 @@ def multi_scale_roi_align(
     canonical_level=4,
 ):
     """``torchvision.ops.MultiScaleRoIAlign``'s forward on the maps it selects (finest first),
-    per-image ``[L_i, 4]`` boxes and the images' ``(height, width)``: one map pools every box
-    with ``roi_align``; several assign each box a level by the ``"torchvision"`` rule of
-    :func:`pyramid_levels` with the scales of :func:`multi_scale_scales`.  ``roi_align`` with
-    ``aligned=False``; a ``sampling_ratio`` of 0 or less is adaptive."""
+    per-image ``[L_i, 4]`` boxes and the images' ``(height, width)``: ``roi_align`` with
+    ``aligned=False`` (a ``sampling_ratio`` of 0 or less is adaptive), each box on the level of
+    the ``"torchvision"`` rule of :func:`pyramid_levels`; one map pools every box."""
     scales = multi_scale_scales([f.shape for f in features], image_shapes)
     rois = np.concatenate([np.asarray(b).reshape(-1, 4) for b in boxes])
     batch = np.repeat(np.arange(len(boxes)), [len(b) for b in boxes])
-    ratio = max(int(sampling_ratio), 0)
+    grid = dict(sampling_ratio=max(int(sampling_ratio), 0), aligned_mode="asymmetric")
     if len(features) == 1:
-        return roi_align(
-            features[0],
-            rois,
-            batch,
-            output_size,
-            spatial_scale=scales[0],
-            sampling_ratio=ratio,
-            aligned_mode="asymmetric",
-        )
+        return roi_align(features[0], rois, batch, output_size, spatial_scale=scales[0], **grid)
+    levels = dict(canonical_size=canonical_scale, canonical_level=canonical_level)
     return multilevel_roi_align(
-        features,
-        rois,
-        batch,
-        output_size,
-        spatial_scales=scales,
-        sampling_ratio=ratio,
-        aligned_mode="asymmetric",
-        level_rule="torchvision",
-        canonical_size=canonical_scale,
-        canonical_level=canonical_level,
+        features, rois, batch, output_size, spatial_scales=scales, **grid, **levels
     )

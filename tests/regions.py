@@ -222,113 +222,56 @@ def _rows(ratio: int, torch_ratio: int) -> tuple[Row, ...]:
     rules = ("torchvision", "detectron2", "openvino") if ratio else ("detectron2",)
     levels = tuple(dict(level_rule=rule, sampling_ratio=ratio) for rule in rules)
     aligned_modes = ("half_pixel_for_nn", "asymmetric") if ratio else ("half_pixel_for_nn",)
+    ps = tuple(dict(sampling_ratio=ratio, aligned_mode=a) for a in aligned_modes)
+    turns = tuple(dict(sampling_ratio=ratio, clockwise=c) for c in (False, True))
+    aligns = tuple(dict(op=op, sampling_ratio=torch_ratio) for op in ("roi_align", "ps_roi_align"))
     list_ops = ("roi_align", "multi_scale_roi_align") if ratio else ("multi_scale_roi_align",)
-    suffix = "" if ratio else "_adaptive"
+    lists = tuple(dict(op=op, sampling_ratio=torch_ratio) for op in list_ops)
+    s = "" if ratio else "_adaptive"
     return (
-        Row(f"roi_align{suffix}", _roi_align, aligned, ("r, 4", "r"), _aligns(ratio), (0,)),
+        Row(f"roi_align{s}", _roi_align, aligned, ("r, 4", "r"), _aligns(ratio), (0,)),
+        Row(f"roi_align_rotated{s}", _rotated, rotated, ("r, 5", "r"), turns, (0,)),
+        Row(f"psroi_align{s}", _psroi_align, aligned, ("r, 4", "r"), ps, (0,)),
+        Row(f"multilevel_roi_align{s}", _multilevel, pyramid, ("r, 4", "r"), levels, (0,), PYRAMID),
+        Row(f"torch.aligns{s}", _torch, rows5, ("r, 5",), aligns, (0,), **_TORCH),
         Row(
-            f"roi_align_rotated{suffix}",
-            _rotated,
-            rotated,
-            ("r, 5", "r"),
-            tuple(dict(sampling_ratio=ratio, clockwise=c) for c in (False, True)),
-            (0,),
-        ),
-        Row(
-            f"psroi_align{suffix}",
-            _psroi_align,
-            aligned,
-            ("r, 4", "r"),
-            tuple(dict(sampling_ratio=ratio, aligned_mode=a) for a in aligned_modes),
-            (0,),
-        ),
-        Row(
-            f"multilevel_roi_align{suffix}",
-            _multilevel,
-            pyramid,
-            ("r, 4", "r"),
-            levels,
-            (0,),
-            PYRAMID,
-        ),
-        Row(
-            f"torch.aligns{suffix}",
-            _torch,
-            rows5,
-            ("r, 5",),
-            (
-                dict(op="roi_align", sampling_ratio=torch_ratio),
-                dict(op="ps_roi_align", sampling_ratio=torch_ratio),
-            ),
-            (0,),
-            layouts=("NCX",),
-            portable=False,
-        ),
-        Row(
-            f"torch.lists{suffix}",
+            f"torch.lists{s}",
             _torch_lists,
             per_image,
             ("r, 4", "r, 4"),
-            tuple(dict(op=op, sampling_ratio=torch_ratio) for op in list_ops),
+            lists,
             (0, 1),
             PYRAMID,
-            ("NCX",),
             symbolic_images=False,
-            portable=False,
+            **_TORCH,
         ),
     )
 
 
+# The rows of ``jaxpool.torch``: channels first only, their core ops' rows run both programs.
+_TORCH = dict(layouts=("NCX",), portable=False)
+# The variants of the ops without a sampling ratio.
+_ROI_POOLS = (dict(method="max"), dict(method="bilinear"))
+_PS_POOLS = (
+    dict(mode="average"),
+    dict(mode="average", rounding="torchvision"),
+    dict(mode="bilinear"),
+)
+_PS_BINS = (dict(mode="bilinear", spatial_bins=2),)
+_OFFSETS = (dict(offsets=False), dict(offsets=True))
+_TORCH_POOLS = (dict(op="roi_pool"), dict(op="ps_roi_pool"))
+
 # The rows at a fixed sampling ratio (1: what the programs of every ratio share, at the least
 # compile time) and of the ops that have none ...
 ROWS = (
-    Row(
-        "roi_pool",
-        _roi_pool,
-        rows5,
-        ("r, 5",),
-        (dict(method="max"), dict(method="bilinear")),
-        (0,),
-    ),
+    Row("roi_pool", _roi_pool, rows5, ("r, 5",), _ROI_POOLS, (0,)),
     *_rows(1, 1),
+    Row("psroi_pool", _psroi_pool, rows5, ("r, 5",), _PS_POOLS, (0,)),
     Row(
-        "psroi_pool",
-        _psroi_pool,
-        rows5,
-        ("r, 5",),
-        (
-            dict(mode="average"),
-            dict(mode="average", rounding="torchvision"),
-            dict(mode="bilinear"),
-        ),
-        (0,),
+        "psroi_pool_spatial_bins", _psroi_pool, rows5, ("r, 5",), _PS_BINS, (0,), channel_sums=True
     ),
-    Row(
-        "psroi_pool_spatial_bins",
-        _psroi_pool,
-        rows5,
-        ("r, 5",),
-        (dict(mode="bilinear", spatial_bins=2),),
-        (0,),
-        channel_sums=True,
-    ),
-    Row(
-        "deformable_psroi_pool",
-        _deformable,
-        with_offsets,
-        ("r, 5", "r, 4, 2, 2"),
-        (dict(offsets=False), dict(offsets=True)),
-        (1,),
-    ),
-    Row(
-        "torch.pools",
-        _torch,
-        rows5,
-        ("r, 5",),
-        (dict(op="roi_pool"), dict(op="ps_roi_pool")),
-        layouts=("NCX",),
-        portable=False,
-    ),
+    Row("deformable_psroi_pool", _deformable, with_offsets, ("r, 5", "r, 4, 2, 2"), _OFFSETS, (1,)),
+    Row("torch.pools", _torch, rows5, ("r, 5",), _TORCH_POOLS, **_TORCH),
 )
 
 # ... and with adaptive sampling (sampling_ratio=0; torchvision's -1).

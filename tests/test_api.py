@@ -1,15 +1,16 @@
 """The public API, as the README's API table specifies it (like dm-pix's api_test.py).
 
-Every name in ``jaxpool.__all__``, ``jaxpool.openvino.__all__``, ``jaxpool.nn.__all__`` and
-``jaxpool.nn.linen.__all__`` exists and is documented; the functions take their first
-arguments by position and their options by keyword only, with the specified defaults; the
-Flax modules take the functions' options, channels-last by default.
+Every name in the public modules' ``__all__`` exists and is documented; the functions take
+their first arguments by position and their options by keyword only, with the specified
+defaults; the Flax modules take the functions' options, channels-last by default, and the
+Equinox modules those options without a layout, after their number of spatial axes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import operator
 
 import pytest
 
@@ -20,171 +21,45 @@ import jaxpool.nn.linen
 import jaxpool.nn.nnx
 import jaxpool.onnx
 
-P, K = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+K = inspect.Parameter.KEYWORD_ONLY
 REQUIRED = inspect.Parameter.empty
 
-# name -> [(parameter, kind, default)], from the README's API table.
+# Public function -> its signature in the README's API table, written as Python's.
 SIGNATURES = {
-    "max_pool": [
-        ("x", P, REQUIRED),
-        ("kernel", P, REQUIRED),
-        ("strides", P, None),
-        ("pads_begin", P, None),
-        ("pads_end", P, None),
-        ("dilations", K, None),
-        ("rounding_type", K, "floor"),
-        ("auto_pad", K, "explicit"),
-        ("data_format", K, "NCX"),
-        ("return_indices", K, False),
-        ("index_element_type", K, None),
-        ("axis", K, 0),
-    ],
-    "min_pool": [
-        ("x", P, REQUIRED),
-        ("kernel", P, REQUIRED),
-        ("strides", P, None),
-        ("pads_begin", P, None),
-        ("pads_end", P, None),
-        ("dilations", K, None),
-        ("rounding_type", K, "floor"),
-        ("auto_pad", K, "explicit"),
-        ("data_format", K, "NCX"),
-        ("return_indices", K, False),
-        ("index_element_type", K, None),
-        ("axis", K, 0),
-    ],
-    "avg_pool": [
-        ("x", P, REQUIRED),
-        ("kernel", P, REQUIRED),
-        ("strides", P, None),
-        ("pads_begin", P, None),
-        ("pads_end", P, None),
-        ("exclude_pad", K, False),
-        ("dilations", K, None),
-        ("rounding_type", K, "floor"),
-        ("auto_pad", K, "explicit"),
-        ("data_format", K, "NCX"),
-        ("divisor_rule", K, "kernel"),
-        ("divisor_override", K, None),
-        ("integer_division", K, "round"),
-    ],
-    "lp_pool": [
-        ("x", P, REQUIRED),
-        ("kernel", P, REQUIRED),
-        ("strides", P, None),
-        ("pads_begin", P, None),
-        ("pads_end", P, None),
-        ("p", K, 2),
-        ("dilations", K, None),
-        ("rounding_type", K, "floor"),
-        ("auto_pad", K, "explicit"),
-        ("data_format", K, "NCX"),
-    ],
-    "adaptive_max_pool": [
-        ("x", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("data_format", K, "NCX"),
-        ("return_indices", K, False),
-        ("index_element_type", K, None),
-    ],
-    "adaptive_avg_pool": [
-        ("x", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("data_format", K, "NCX"),
-    ],
-    "fractional_max_pool": [
-        ("x", P, REQUIRED),
-        ("kernel", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("samples", P, REQUIRED),
-        ("data_format", K, "NCX"),
-        ("return_indices", K, False),
-        ("index_element_type", K, None),
-    ],
-    "max_unpool": [
-        ("y", P, REQUIRED),
-        ("indices", P, REQUIRED),
-        ("output_shape", P, REQUIRED),
-        ("axis", K, REQUIRED),
-        ("combine", K, "sum"),
-        ("data_format", K, "NCX"),
-        ("kernel", K, None),
-        ("strides", K, None),
-        ("pads_begin", K, None),
-        ("pads_end", K, None),
-        ("dilations", K, None),
-        ("rounding_type", K, "floor"),
-        ("auto_pad", K, "explicit"),
-    ],
-    "roi_pool": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("spatial_scale", K, 1.0),
-        ("method", K, "max"),
-        ("data_format", K, "NCX"),
-    ],
-    "roi_align": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("batch_indices", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("spatial_scale", K, 1.0),
-        ("sampling_ratio", K, 0),
-        ("mode", K, "avg"),
-        ("aligned_mode", K, "asymmetric"),
-        ("data_format", K, "NCX"),
-    ],
-    "roi_align_rotated": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("batch_indices", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("spatial_scale", K, 1.0),
-        ("sampling_ratio", K, 0),
-        ("clockwise", K, False),
-        ("data_format", K, "NCX"),
-    ],
-    "psroi_align": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("batch_indices", P, REQUIRED),
-        ("output_size", P, REQUIRED),
-        ("spatial_scale", K, 1.0),
-        ("sampling_ratio", K, 0),
-        ("aligned_mode", K, "half_pixel_for_nn"),
-        ("data_format", K, "NCX"),
-    ],
-    "psroi_pool": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("output_dim", P, REQUIRED),
-        ("group_size", P, REQUIRED),
-        ("spatial_scale", K, 1.0),
-        ("mode", K, "average"),
-        ("spatial_bins", K, 1),
-        ("rounding", K, "openvino"),
-        ("data_format", K, "NCX"),
-    ],
-    "deformable_psroi_pool": [
-        ("x", P, REQUIRED),
-        ("rois", P, REQUIRED),
-        ("offsets", P, None),
-        ("output_dim", K, REQUIRED),
-        ("group_size", K, 1),
-        ("spatial_scale", K, 1.0),
-        ("spatial_bins", K, 1),
-        ("trans_std", K, 1.0),
-        ("part_size", K, None),
-        ("data_format", K, "NCX"),
-    ],
+    "max_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, dilations=None, "
+    "rounding_type='floor', auto_pad='explicit', data_format='NCX', return_indices=False, "
+    "index_element_type=None, axis=0",
+    "avg_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude_pad=False, "
+    "dilations=None, rounding_type='floor', auto_pad='explicit', data_format='NCX', "
+    "divisor_rule='kernel', divisor_override=None, integer_division='round'",
+    "lp_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, p=2, dilations=None, "
+    "rounding_type='floor', auto_pad='explicit', data_format='NCX'",
+    "adaptive_max_pool": "x, output_size, *, data_format='NCX', return_indices=False, "
+    "index_element_type=None",
+    "adaptive_avg_pool": "x, output_size, *, data_format='NCX'",
+    "fractional_max_pool": "x, kernel, output_size, samples, *, data_format='NCX', "
+    "return_indices=False, index_element_type=None",
+    "max_unpool": "y, indices, output_shape, *, axis, combine='sum', data_format='NCX', "
+    "kernel=None, strides=None, pads_begin=None, pads_end=None, dilations=None, "
+    "rounding_type='floor', auto_pad='explicit'",
+    "roi_pool": "x, rois, output_size, *, spatial_scale=1.0, method='max', data_format='NCX'",
+    "roi_align": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0, "
+    "mode='avg', aligned_mode='asymmetric', data_format='NCX'",
+    "roi_align_rotated": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, "
+    "sampling_ratio=0, clockwise=False, data_format='NCX'",
+    "psroi_align": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0, "
+    "aligned_mode='half_pixel_for_nn', data_format='NCX'",
+    "psroi_pool": "x, rois, output_dim, group_size, *, spatial_scale=1.0, mode='average', "
+    "spatial_bins=1, rounding='openvino', data_format='NCX'",
+    "deformable_psroi_pool": "x, rois, offsets=None, *, output_dim, group_size=1, "
+    "spatial_scale=1.0, spatial_bins=1, trans_std=1.0, part_size=None, data_format='NCX'",
 }
-LAYER_SIGNATURE = [
-    ("xml_or_type", P, REQUIRED),
-    ("attrs", P, None),
-    ("index_element_type", K, None),
-]
-NODE_SIGNATURE = [("node", P, REQUIRED), ("index_element_type", K, None), ("opset", K, None)]
+SIGNATURES["min_pool"] = SIGNATURES["max_pool"]
+# The model importers, by their path under `jaxpool`.
+IMPORTERS = {
+    "openvino.layer": "xml_or_type, attrs=None, *, index_element_type=None",
+    "onnx.node": "node, *, index_element_type=None, opset=None",
+}
 # Module -> (function, the function's array arguments, which the module's call takes).
 MODULES = {
     "MaxPool": ("max_pool", ("x",)),
@@ -195,20 +70,6 @@ MODULES = {
     "MaxUnpool": ("max_unpool", ("y", "indices", "output_shape")),
     "LpPool": ("lp_pool", ("x",)),
 }
-
-
-def _public(module):
-    return [(name, getattr(module, name)) for name in module.__all__]
-
-
-def _documented(obj):
-    return bool(inspect.getdoc(obj) and inspect.getdoc(obj).strip())
-
-
-def _described(fn):
-    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
-
-
 PUBLIC_MODULES = [
     jaxpool,
     jaxpool.openvino,
@@ -220,51 +81,28 @@ PUBLIC_MODULES = [
 ]
 
 
+def _described(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def _specified(signature):
+    """``[(parameter, kind, default)]`` of a signature written as Python's."""
+    return _described(eval(f"lambda {signature}: None"))  # the table's text, no other input
+
+
+def _documented(obj):
+    return bool(inspect.getdoc(obj) and inspect.getdoc(obj).strip())
+
+
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
-def test_every_public_name_exists_and_is_documented(module):
+def test_every_public_name_is_documented_and_the_namespace_is_its_all(module):
+    """What a user sees (``dir``, tab completion) is the module's ``__all__``: no imported
+    helpers such as ``Any`` or ``jax``; submodules of a package may be loaded beside it."""
     assert module.__all__, f"{module.__name__}.__all__ is empty"
     assert len(set(module.__all__)) == len(module.__all__)
     assert _documented(module)
-    for name, obj in _public(module):
-        assert _documented(obj), f"{module.__name__}.{name} has no docstring"
-
-
-def test_the_specified_names_are_public():
-    assert set(SIGNATURES) | {"openvino"} <= set(jaxpool.__all__)
-    assert {"layer", "Layer"} <= set(jaxpool.openvino.__all__)
-    assert set(MODULES) <= set(jaxpool.nn.__all__)
-    assert {"linen"} <= set(jaxpool.nn.__all__)
-    assert set(MODULES) <= set(jaxpool.nn.linen.__all__)
-
-
-@pytest.mark.parametrize("name", list(SIGNATURES))
-def test_function_signatures(name):
-    """The first arguments by position, the options by keyword only, with their defaults."""
-    assert _described(getattr(jaxpool, name)) == SIGNATURES[name]
-
-
-def test_public_functions_take_options_by_keyword_only():
-    for name, obj in _public(jaxpool):
-        if not inspect.isfunction(obj):
-            continue
-        kinds = [p.kind for p in inspect.signature(obj).parameters.values()]
-        assert K in kinds, f"jaxpool.{name} takes every option by position"
-        first = kinds.index(K)
-        assert all(kind == K for kind in kinds[first:]), name
-
-
-def test_openvino_layer_signature():
-    assert _described(jaxpool.openvino.layer) == LAYER_SIGNATURE
-
-
-def test_onnx_node_signature():
-    assert _described(jaxpool.onnx.node) == NODE_SIGNATURE
-
-
-@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
-def test_every_public_namespace_is_its_all(module):
-    """What a user sees (``dir``, tab completion) is the module's ``__all__``: no imported
-    helpers such as ``Any`` or ``jax``; submodules of a package may be loaded beside it."""
+    for name in module.__all__:
+        assert _documented(getattr(module, name)), f"{module.__name__}.{name} has no docstring"
     shown = {name for name in dir(module) if not name.startswith("_")}
     submodules = {
         name
@@ -275,34 +113,54 @@ def test_every_public_namespace_is_its_all(module):
     assert shown - submodules == set(module.__all__) - submodules, module.__name__
 
 
-def _options(function, arrays):
-    """The function's options as a module takes them: channels-last by default."""
-    return [
-        (name, kind, "NXC" if name == "data_format" else default)
-        for name, kind, default in SIGNATURES[function]
-        if name not in arrays
-    ]
+def test_the_specified_names_are_public():
+    assert set(SIGNATURES) | {"openvino"} <= set(jaxpool.__all__)
+    assert {"layer", "Layer"} <= set(jaxpool.openvino.__all__)
+    assert set(MODULES) <= set(jaxpool.nn.__all__)
+    assert {"linen"} <= set(jaxpool.nn.__all__)
+    assert set(MODULES) <= set(jaxpool.nn.linen.__all__)
+
+
+@pytest.mark.parametrize("name", [*SIGNATURES, *IMPORTERS])
+def test_function_signatures(name):
+    """The first arguments by position, the options by keyword only, with their defaults."""
+    signature = SIGNATURES.get(name) or IMPORTERS[name]
+    assert _described(operator.attrgetter(name)(jaxpool)) == _specified(signature)
+
+
+def test_public_functions_take_options_by_keyword_only():
+    for name in jaxpool.__all__:
+        obj = getattr(jaxpool, name)
+        if not inspect.isfunction(obj):
+            continue
+        kinds = [p.kind for p in inspect.signature(obj).parameters.values()]
+        assert K in kinds, f"jaxpool.{name} takes every option by position"
+        first = kinds.index(K)
+        assert all(kind == K for kind in kinds[first:]), name
 
 
 @pytest.mark.parametrize("name", list(MODULES))
-def test_nnx_modules_take_the_functions_options(name):
+def test_modules_take_the_functions_options(name):
+    """Flax NNX and Linen: the options channels-last by default, called on the arrays.
+    Equinox: a keyword-only `num_spatial_dims` ahead of the keyword-only options, and neither
+    `data_format` nor `axis` (NCX, indices in each channel's plane); its `MaxUnpool` keeps
+    `combine` only."""
     function, arrays = MODULES[name]
-    cls = getattr(jaxpool.nn, name)
-    init = [p for p in _described(cls.__init__) if p[0] != "self"]
-    assert init == _options(function, arrays)
-    call = [p[0] for p in _described(cls.__call__) if p[0] != "self"]
-    assert call == list(arrays)
-
-
-@pytest.mark.parametrize("name", list(MODULES))
-def test_linen_modules_take_the_functions_options(name):
-    function, arrays = MODULES[name]
-    cls = getattr(jaxpool.nn.linen, name)
+    options = [p for p in _specified(SIGNATURES[function]) if p[0] not in arrays]
+    flax = [(n, kind, "NXC" if n == "data_format" else d) for n, kind, d in options]
+    nnx = getattr(jaxpool.nn, name)
+    assert [p for p in _described(nnx.__init__) if p[0] != "self"] == flax
+    linen = getattr(jaxpool.nn.linen, name)
     fields = [
         (f.name, REQUIRED if f.default is dataclasses.MISSING else f.default)
-        for f in dataclasses.fields(cls)
+        for f in dataclasses.fields(linen)
         if f.name not in ("parent", "name")
     ]
-    assert fields == [(n, d) for n, _, d in _options(function, arrays)]
-    call = [p[0] for p in _described(cls.__call__) if p[0] != "self"]
-    assert call == list(arrays)
+    assert fields == [(n, d) for n, _, d in flax]
+    for cls in (nnx, linen):
+        assert [p[0] for p in _described(cls.__call__) if p[0] != "self"] == list(arrays)
+    keep = "combine" if name == "MaxUnpool" else None
+    eqx = [p for p in options if p[0] not in ("data_format", "axis") and keep in (None, p[0])]
+    first = next((i for i, p in enumerate(eqx) if p[1] == K), len(eqx))
+    eqx.insert(first, ("num_spatial_dims", K, REQUIRED))
+    assert _described(getattr(jaxpool.nn.eqx, name)) == eqx

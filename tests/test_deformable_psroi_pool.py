@@ -22,7 +22,6 @@ import openvino as ov
 import openvino.opset1 as opset1
 import pytest
 import reference
-import regions
 
 import jaxpool
 
@@ -79,63 +78,23 @@ def check(got, want, data_format="NCX", atol=ATOL):
 
 # (name, map (H, W), classes K or None for no offsets, part size, offsets' magnitude, layout,
 # attributes).  C = output_dim * group_size**2.
+# fmt: off
 CONFIGS = [
     ("one-bin-size-1-rows", (1, 7), None, 1, 0, "NCX", dict(output_dim=1, group_size=1)),
-    (
-        "class-per-channel",
-        (9, 6),
-        3,
-        2,
-        1,
-        "NXC",
-        dict(output_dim=3, group_size=2, spatial_scale=0.5, spatial_bins=(2, 3), trans_std=0.1),
-    ),
-    (
-        "9-samples",
-        (10, 12),
-        1,
-        3,
-        1,
-        "NCX",
-        dict(output_dim=2, group_size=3, spatial_scale=1 / 16, spatial_bins=3),
-    ),
-    (
-        "tiles-fewer-parts",
-        (7, 9),
-        2,
-        2,
-        1,
-        "NXC",
-        dict(output_dim=2, group_size=3, spatial_scale=0.25, spatial_bins=(5, 4), trans_std=0.5),
-    ),
-    (
-        "more-parts-size-1-columns",
-        (5, 1),
-        2,
-        5,
-        1,
-        "NCX",
-        dict(output_dim=4, group_size=2, spatial_bins=(1, 2), trans_std=-0.75),
-    ),
-    (
-        "no-offsets",
-        (8, 8),
-        None,
-        1,
-        0,
-        "NXC",
-        dict(output_dim=1, group_size=4, spatial_scale=0.1875, spatial_bins=(2, 1)),
-    ),
-    (
-        "pushed-off-the-map",
-        (4, 5),
-        1,
-        2,
-        3,
-        "NCX",
-        dict(output_dim=2, group_size=2, spatial_scale=0.5, spatial_bins=3),
-    ),
+    ("class-per-channel", (9, 6), 3, 2, 1, "NXC", dict(output_dim=3, group_size=2,
+     spatial_scale=0.5, spatial_bins=(2, 3), trans_std=0.1)),
+    ("9-samples", (10, 12), 1, 3, 1, "NCX", dict(output_dim=2, group_size=3,
+     spatial_scale=1 / 16, spatial_bins=3)),
+    ("tiles-fewer-parts", (7, 9), 2, 2, 1, "NXC", dict(output_dim=2, group_size=3,
+     spatial_scale=0.25, spatial_bins=(5, 4), trans_std=0.5)),
+    ("more-parts-size-1-columns", (5, 1), 2, 5, 1, "NCX", dict(output_dim=4, group_size=2,
+     spatial_bins=(1, 2), trans_std=-0.75)),
+    ("no-offsets", (8, 8), None, 1, 0, "NXC", dict(output_dim=1, group_size=4,
+     spatial_scale=0.1875, spatial_bins=(2, 1))),
+    ("pushed-off-the-map", (4, 5), 1, 2, 3, "NCX", dict(output_dim=2, group_size=2,
+     spatial_scale=0.5, spatial_bins=3)),
 ]
+# fmt: on
 NUM_ROIS = 10
 
 
@@ -166,12 +125,18 @@ def random_case(config, seed, dtype=np.float32):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c[0] for c in CONFIGS])
 def test_matches_runtime(config):
+    """Three draws of each configuration; on the configurations whose scales and ``trans_std``
+    float32 holds exactly, the float64 reference that the derivative tests use is the
+    runtime's op too."""
     data_format, attrs = config[5], config[6]
     for seed in range(3):
         x, rois, offsets = random_case(config, seed)
         got = call(x, rois, offsets, data_format, **attrs)
+        want = runtime(x, rois, offsets, **attrs)
         assert got.dtype == np.float32
-        check(got, runtime(x, rois, offsets, **attrs), data_format)
+        check(got, want, data_format)
+        if config in CONFIGS[2:5]:
+            check(reference.deformable_psroi_pool(x, rois, offsets, **attrs), want)
 
 
 def test_runtime_rules():
@@ -201,15 +166,6 @@ def test_runtime_rules():
     check(got[2:5], want[2:5])
 
 
-def test_reference_matches_runtime():
-    """The float64 reference that the derivative tests use is the runtime's op (on scales and
-    ``trans_std`` that float32 holds exactly)."""
-    for config in CONFIGS[2:5]:
-        x, rois, offsets = random_case(config, 20)
-        want = runtime(x, rois, offsets, **config[6])
-        check(reference.deformable_psroi_pool(x, rois, offsets, **config[6]), want)
-
-
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
 def test_half_precision(dtype):
     config = CONFIGS[4]
@@ -227,61 +183,44 @@ def test_half_precision(dtype):
 # --------------------------------------------------------------------------------------------
 
 
-DERIVATIVE_ATTRS = dict(output_dim=4, group_size=2, spatial_scale=0.5, spatial_bins=(1, 2))
-
-
-def derivative_case(seed):
-    """Float64 features ``[2, 16, 9, 11]``, rows off half-integers and offsets ``[6, 4, 3, 3]``
-    (two classes) small enough to keep most samples on the map."""
-    rng = np.random.default_rng(seed)
+def test_derivatives(x64):
+    """Float64 features, rows off half-integers and offsets of two classes small enough to keep
+    most samples on the map.  The op is linear in ``x``: the reference applied to ``v`` is
+    ``J v``, the gradient (``vjp``) is its adjoint, and ``jvp`` is ``J v``.  In the offsets and
+    the box corners together, forward and reverse derivatives against central differences;
+    those in the corners, which are rounded to pixels, are 0."""
+    rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 16, 9, 11))
     low = rng.uniform(-2, 14, (6, 2))
     corners = np.concatenate([low, low + rng.uniform(1, 12, (6, 2))], 1)
     corners = np.floor(corners) + rng.uniform(0.1, 0.4, corners.shape)
     rois = np.concatenate([rng.integers(0, 2, (6, 1)), corners], 1)
     offsets = rng.uniform(-0.3, 0.3, (6, 4, 3, 3))
-    return x, rois, offsets, rng
-
-
-def test_gradient_is_adjoint_of_reference(x64):
-    """The op is linear in ``x``: the reference applied to ``v`` is ``J v``, the gradient
-    (``vjp``) is its adjoint, and ``jvp`` is ``J v``."""
-    x, rois, offsets, rng = derivative_case(1)
+    attrs = dict(output_dim=4, group_size=2, spatial_scale=0.5, spatial_bins=(1, 2), trans_std=0.5)
 
     def f(a):
-        return jaxpool.deformable_psroi_pool(a, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS)
+        return jaxpool.deformable_psroi_pool(a, rois, offsets, **attrs)
 
     v = rng.standard_normal(x.shape)
-    jv = reference.deformable_psroi_pool(v, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS)
+    jv = reference.deformable_psroi_pool(v, rois, offsets, **attrs)
     w = rng.standard_normal(jv.shape)
     y, f_vjp = jax.vjp(f, jnp.asarray(x))
-    np.testing.assert_allclose(
-        y,
-        reference.deformable_psroi_pool(x, rois, offsets, trans_std=0.5, **DERIVATIVE_ATTRS),
-        atol=1e-12,
-    )
+    want = reference.deformable_psroi_pool(x, rois, offsets, **attrs)
+    np.testing.assert_allclose(y, want, atol=1e-12)
     (jtw,) = f_vjp(jnp.asarray(w))
     np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, np.asarray(jtw)), rtol=1e-10)
-    _, tangent = jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))
-    np.testing.assert_allclose(tangent, jv, atol=1e-12)
+    np.testing.assert_allclose(jax.jvp(f, (jnp.asarray(x),), (jnp.asarray(v),))[1], jv, atol=1e-12)
 
-
-def test_offset_and_box_derivatives(x64):
-    """Forward and reverse derivatives in the offsets and the box corners together against
-    central differences; those in the corners, which are rounded to pixels, are 0."""
-    x, rois, offsets, rng = derivative_case(2)
-    x, rois = jnp.asarray(x), jnp.asarray(rois)
     split = offsets.size
 
-    def f(p):
+    def g(p):
         o = p[:split].reshape(offsets.shape)
         r = jnp.concatenate([rois[:, :1], p[split:].reshape(-1, 4)], 1)
-        return jaxpool.deformable_psroi_pool(x, r, o, trans_std=0.5, **DERIVATIVE_ATTRS)
+        return jaxpool.deformable_psroi_pool(x, r, o, **attrs)
 
-    p = jnp.concatenate([jnp.asarray(offsets).ravel(), rois[:, 1:].ravel()])
-    cases.check_box_derivatives(f, p, rng)
-    y, f_vjp = jax.vjp(f, p)
-    (grad,) = f_vjp(jnp.ones_like(y))
+    p = jnp.concatenate([jnp.asarray(offsets).ravel(), jnp.asarray(rois[:, 1:]).ravel()])
+    cases.check_box_derivatives(g, p, rng)
+    (grad,) = jax.vjp(g, p)[1](jnp.ones(want.shape))
     assert np.any(np.asarray(grad[:split])) and not np.any(np.asarray(grad[split:]))
 
 
@@ -290,32 +229,24 @@ def test_offset_and_box_derivatives(x64):
 # --------------------------------------------------------------------------------------------
 
 
-def test_jit_and_layouts_equal_eager():
-    """Under ``jit`` and eagerly the runtime's values, and channels-last the same bits."""
-    config = CONFIGS[4]
-    x, rois, offsets = random_case(config, 40)
-
-    def f(a, r, o, data_format="NCX"):
-        return call(a, r, o, data_format, **config[6])
-
-    eager, want = np.asarray(f(x, rois, offsets)), runtime(x, rois, offsets, **config[6])
-    check(eager, want)
-    check(jax.jit(f)(x, rois, offsets), want)
-    nxc = np.asarray(f(x, rois, offsets, "NXC"))
-    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
-
-
-def test_vmap_equals_a_loop():
+def test_transforms():
+    """Under ``jit`` and eagerly the runtime's values, channels-last the same bits; ``vmap`` over
+    boxes and offsets, and over the maps with the gradient, equals a loop.  Empty inputs and
+    NaN boxes: with the rest of the family in ``test_roi.py``."""
     config = CONFIGS[4]
     attrs = config[6]
     draws = [random_case(config, 50 + k) for k in range(3)]
-    x = draws[0][0]
+    x, rois, offsets = (np.stack([d[k] for d in draws]) for k in range(3))
+    x = x[0]
 
-    def f(a, r, o):
-        return jaxpool.deformable_psroi_pool(a, r, o, **attrs)
+    def f(a, r, o, data_format="NCX"):
+        return call(a, r, o, data_format, **attrs)
 
-    rois = np.stack([d[1] for d in draws])
-    offsets = np.stack([d[2] for d in draws])
+    eager, want = np.asarray(f(x, rois[0], offsets[0])), runtime(x, rois[0], offsets[0], **attrs)
+    check(eager, want)
+    check(jax.jit(f)(x, rois[0], offsets[0]), want)
+    nxc = np.asarray(f(x, rois[0], offsets[0], "NXC"))
+    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
     got = jax.vmap(lambda r, o: f(x, r, o))(rois, offsets)
     loop = np.stack([f(x, r, o) for r, o in zip(rois, offsets)])
     np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
@@ -325,36 +256,10 @@ def test_vmap_equals_a_loop():
         return (f(a, rois[0], offsets[0]) ** 2).sum()
 
     got, grads = jax.vmap(lambda a: (f(a, rois[0], offsets[0]), jax.grad(loss)(a)))(images)
-    np.testing.assert_allclose(
-        got, np.stack([f(a, rois[0], offsets[0]) for a in images]), rtol=0, atol=1e-6
-    )
-    np.testing.assert_allclose(
-        grads, np.stack([jax.grad(loss)(a) for a in images]), rtol=0, atol=1e-5
-    )
-
-
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-@pytest.mark.parametrize("n,r", [(0, 3), (2, 0), (0, 0)])
-def test_empty_inputs(n, r, data_format):
-    x = cases.to_layout(np.ones((n, 8, 5, 6), np.float32), data_format)
-    rois = np.ones((r, 5), np.float32)
-    offsets = np.zeros((r, 2, 3, 3), np.float32)
-    attrs = dict(output_dim=2, group_size=2, data_format=data_format)
-
-    def f(a, b, o):
-        return jaxpool.deformable_psroi_pool(a, b, o, **attrs)
-
-    shape = (r, 2, 2, 2)
-    for y in (f(x, rois, offsets), jax.jit(f)(x, rois, offsets), f(x, rois, None)):
-        assert y.shape == shape and y.dtype == np.float32
-        assert not np.any(np.asarray(y))
-    stacked = jax.vmap(f)(np.stack([x, x]), np.stack([rois, rois]), np.stack([offsets] * 2))
-    assert stacked.shape == (2, *shape)
-    grads = jax.grad(lambda *a: f(*a).sum(), argnums=(0, 1, 2))(x, rois, offsets)
-    for g, a in zip(grads, (x, rois, offsets)):
-        assert g.shape == a.shape and not np.any(np.asarray(g))
-    low = jaxpool.deformable_psroi_pool(x.astype(jnp.bfloat16), rois, offsets, **attrs)
-    assert low.shape == shape and low.dtype == jnp.bfloat16
+    loop = np.stack([f(a, rois[0], offsets[0]) for a in images])
+    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
+    loop = np.stack([jax.grad(loss)(a) for a in images])
+    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])
@@ -380,10 +285,3 @@ def test_openvino_layer_matches_runtime(config):
     check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
     without = jaxpool.openvino.layer("DeformablePSROIPooling", {**ir, "part_size": "1"})
     check(without(x, rois), runtime(x, rois, **attrs))
-
-
-def test_nan_box_gives_nan_for_that_box_alone():
-    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants of ``regions.py`` in one
-    program)."""
-    regions.check_nan_box("deformable_psroi_pool", (1,))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import pathlib
+import re
 
 import equinox as eqx
 import jax
@@ -23,115 +23,32 @@ def _batched(module, x):
     return jax.vmap(module)(x)
 
 
-@pytest.mark.parametrize(
-    "module, function",
-    [
-        (
-            peqx.MaxPool(3, 2, 1, 1, num_spatial_dims=2, rounding_type="ceil"),
-            lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, rounding_type="ceil"),
-        ),
-        (
-            peqx.MaxPool(2, num_spatial_dims=2, return_indices=True),
-            lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=2),
-        ),
-        (
-            peqx.MinPool(3, 2, 1, 1, num_spatial_dims=2, return_indices=True),
-            lambda x: jaxpool.min_pool(x, 3, 2, 1, 1, return_indices=True, axis=2),
-        ),
-        (
-            peqx.AvgPool(3, 1, 1, 1, num_spatial_dims=2, exclude_pad=True),
-            lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1, exclude_pad=True),
-        ),
-        (
-            peqx.AvgPool(
-                3, 2, 1, 1, num_spatial_dims=2, rounding_type="ceil", divisor_rule="padded_input"
-            ),
-            lambda x: jaxpool.avg_pool(
-                x, 3, 2, 1, 1, rounding_type="ceil", divisor_rule="padded_input"
-            ),
-        ),
-        (
-            peqx.AvgPool(2, num_spatial_dims=2, divisor_override=3),
-            lambda x: jaxpool.avg_pool(x, 2, divisor_override=3),
-        ),
-        (
-            peqx.LpPool(2, num_spatial_dims=2, p=3),
-            lambda x: jaxpool.lp_pool(x, 2, p=3),
-        ),
-        (
-            peqx.AdaptiveMaxPool((4, None), num_spatial_dims=2, return_indices=True),
-            lambda x: jaxpool.adaptive_max_pool(x, (4, None), return_indices=True),
-        ),
-        (peqx.AdaptiveAvgPool(3, num_spatial_dims=2), lambda x: jaxpool.adaptive_avg_pool(x, 3)),
-    ],
-    ids=[
-        "max",
-        "max-indices",
-        "min-indices",
-        "avg",
-        "avg-padded-input",
-        "avg-divisor-override",
-        "lp",
-        "adaptive-max",
-        "adaptive-avg",
-    ],
-)
-def test_vmap_of_the_module_is_the_function(module, function):
-    expected = function(X)
-    got = _batched(module, X)
-    jax.tree.map(np.testing.assert_array_equal, got, expected)
-    got_jit = eqx.filter_jit(_batched)(module, X)
-    jax.tree.map(np.testing.assert_array_equal, got_jit, expected)
+# id -> (module, the arguments it and its function take, the function's own): the module
+# takes the same arguments after `num_spatial_dims=2`, indices in each plane (`axis=2`).
+CASES = {
+    "max": ("MaxPool", (3, 2, 1, 1), dict(rounding_type="ceil"), {}),
+    "max-indices": ("MaxPool", (2,), dict(return_indices=True), dict(axis=2)),
+    "min-indices": ("MinPool", (3, 2, 1, 1), dict(return_indices=True), dict(axis=2)),
+    "avg": ("AvgPool", (3, 1, 1, 1), dict(exclude_pad=True), {}),
+    "avg-padded-input": (
+        "AvgPool", (3, 2, 1, 1), dict(rounding_type="ceil", divisor_rule="padded_input"), {}
+    ),
+    "avg-divisor-override": ("AvgPool", (2,), dict(divisor_override=3), {}),
+    "lp": ("LpPool", (2,), dict(p=3), {}),
+    "adaptive-max": ("AdaptiveMaxPool", ((4, None),), dict(return_indices=True), {}),
+    "adaptive-avg": ("AdaptiveAvgPool", (3,), {}, {}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_vmap_of_the_module_is_the_function(case):
+    name, args, kwargs, own = CASES[case]
+    module = getattr(peqx, name)(*args, num_spatial_dims=2, **kwargs)
+    function = getattr(jaxpool, re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())
+    expected = function(X, *args, **kwargs, **own)
+    jax.tree.map(np.testing.assert_array_equal, _batched(module, X), expected)
+    jax.tree.map(np.testing.assert_array_equal, eqx.filter_jit(_batched)(module, X), expected)
     assert not jax.tree.leaves(eqx.filter(module, eqx.is_array))  # configuration is static
-
-
-K = inspect.Parameter.KEYWORD_ONLY
-
-# module: (its function, the arrays the module is called on, the options it keeps; None: all)
-MODULES = {
-    "MaxPool": (jaxpool.max_pool, 1, None),
-    "MinPool": (jaxpool.min_pool, 1, None),
-    "AvgPool": (jaxpool.avg_pool, 1, None),
-    "LpPool": (jaxpool.lp_pool, 1, None),
-    "AdaptiveMaxPool": (jaxpool.adaptive_max_pool, 1, None),
-    "AdaptiveAvgPool": (jaxpool.adaptive_avg_pool, 1, None),
-    "MaxUnpool": (jaxpool.max_unpool, 3, ("combine",)),
-}
-
-
-def _described(parameters):
-    return [(p.name, p.kind, p.default) for p in parameters]
-
-
-@pytest.mark.parametrize("name", list(MODULES))
-def test_modules_take_the_functions_options(name):
-    """A keyword-only `num_spatial_dims` ahead of the function's keyword-only options, and
-    neither `data_format` nor `axis` (NCX, indices in each channel's plane)."""
-    function, arrays, keep = MODULES[name]
-    options = [
-        p
-        for p in list(inspect.signature(function).parameters.values())[arrays:]
-        if p.name not in ("data_format", "axis") and (keep is None or p.name in keep)
-    ]
-    first = next((i for i, p in enumerate(options) if p.kind == K), len(options))
-    want = _described(options)
-    want.insert(first, ("num_spatial_dims", K, inspect.Parameter.empty))
-    assert _described(inspect.signature(getattr(peqx, name)).parameters.values()) == want
-
-
-@pytest.mark.parametrize(
-    "build, match",
-    [
-        (lambda: peqx.MaxPool(num_spatial_dims=2), r"missing 1 required positional.*'kernel'"),
-        (lambda: peqx.AvgPool(2, 1, 0, 0, 1, num_spatial_dims=1), r"takes from 2 to 5 posi"),
-        (lambda: peqx.LpPool(2, num_spatial_dims=1, q=2), r"unexpected keyword argument 'q'"),
-        (lambda: peqx.MaxUnpool(num_spatial_dims=1, kernel=2), r"argument 'kernel'"),
-        (lambda: peqx.AdaptiveAvgPool(2), r"keyword-only argument: 'num_spatial_dims'"),
-    ],
-)
-def test_constructor_errors_name_the_argument(build, match):
-    with pytest.raises(TypeError, match=match):
-        build()
 
 
 def test_window_is_normalised_at_construction():

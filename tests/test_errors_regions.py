@@ -25,8 +25,10 @@ from bad_inputs import (
     rule,
     traced,
 )
+from onnx import helper
 
 import jaxpool
+import jaxpool.onnx
 
 ALIGN = (
     defaults(jaxpool.roi_align, x=X_ROI, rois=R4, batch_indices=B, output_size=2),
@@ -50,35 +52,47 @@ SCALES = "`spatial_scales`"
 
 # fmt: off
 # roi_align and psroi_align: features, boxes of four corners and their images.
-BOXES = [
+FEATURES = [
     rule("x-rank", x=X_ROI[0], error=V, match=r"`x` must have rank 4 \(\[N, C, H, W\]\)"),
     rule("x-int", x=X_ROI.astype(np.int32), error=T, match=r"`x` must have a floating dtype"),
     rule("x-strings", x=X_ROI.astype(str), error=T, match=non_numeric("x")),
+    rule("spatial_scale-string", spatial_scale="1", error=T,
+         match=r"`spatial_scale` must be a float, got '1'"),
+    rule("spatial_scale-nan", spatial_scale=float("nan"), error=V,
+         match=r"`spatial_scale` \(=nan\)"),
+]
+# The same rules of the boxes and attributes for multilevel_roi_align too.
+BOXES = [
     rule("rois-width", rois=R5, error=V, match=r"`rois` \(shape \(3, 5\)\)"),
+    rule("rois-rank", rois=R4[0], error=V, match="`rois`"),
     rule("rois-int", rois=R4.astype(np.int32), error=T, match=names("rois", "int32")),
     rule("rois-strings", rois=R4.astype(str), error=T, match=non_numeric("rois")),
     rule("batch_indices-shape", batch_indices=B[:2], error=V,
          match=r"`batch_indices` \(shape \(2,\)\)"),
+    rule("batch_indices-rank", batch_indices=B[:, None], error=V, match="`batch_indices`"),
     rule("batch_indices-float", batch_indices=B.astype(F32), error=T,
          match=names("batch_indices", "float32")),
     rule("batch_indices-strings", batch_indices=B.astype(str), error=T,
          match=non_numeric("batch_indices")),
     rule("output_size-zero", output_size=0, error=V, match=r"`output_size` \(=0\)"),
     rule("output_size-len3", output_size=(2, 2, 2), error=V, match="`output_size`"),
+    rule("output_size-negative", output_size=(2, -1), error=V, match="`output_size`"),
     rule("aligned_mode-center", aligned_mode="center", error=V, match="`aligned_mode`"),
     rule("aligned_mode-aligned", aligned_mode="aligned", error=V,
          match=names("aligned_mode", "'aligned'")),
     rule("sampling_ratio-torchvision", sampling_ratio=-1, error=V, match=ADAPTIVE_SAMPLING),
     rule("sampling_ratio-float", sampling_ratio=1.5, error=T, match="`sampling_ratio`"),
     rule("data_format-NHWC", data_format="NHWC", error=V, match=names("data_format", "'NHWC'")),
-    rule("spatial_scale-string", spatial_scale="1", error=T,
-         match=r"`spatial_scale` must be a float, got '1'"),
-    rule("spatial_scale-nan", spatial_scale=float("nan"), error=V,
-         match=r"`spatial_scale` \(=nan\)"),
 ]
 ROWS = [
-    *family(ALIGN, BOXES),
+    *family(ALIGN, FEATURES),
+    *family((*ALIGN, LEVELS), BOXES),
     row("roi_align-mode", ALIGN[0], mode="mean", error=V, match=r"`mode` \(='mean'\)"),
+    row("roi_align-mode-onnx_max", ALIGN[0], mode="onnx_max", error=V,
+        match=r"`mode` \(='onnx_max'\)"),
+    row("onnx.node-RoiAlign-mode", jaxpool.onnx.node,
+        helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode="sum"), error=V,
+        match=r"`mode` \(='sum'\) of RoiAlign must be one of"),
     row("psroi_align-channels", ALIGN[1], output_size=3, error=V,
         match=r"`x` has 8 channels.*3 \* 3 = 9 \(`output_size`=3\)"),
     row("psroi_align-channels-pair", ALIGN[1], output_size=(2, 3), error=V,
@@ -135,32 +149,7 @@ ROWS = [
         match=names("canonical_size", "0")),
     row("multilevel_roi_align-canonical_size-negative", LEVELS, canonical_size=-224, error=V,
         match=names("canonical_size", "-224")),
-    row("multilevel_roi_align-output_size-zero", LEVELS, output_size=0, error=V,
-        match="`output_size`"),
-    row("multilevel_roi_align-output_size-len3", LEVELS, output_size=(2, 2, 2), error=V,
-        match="`output_size`"),
-    row("multilevel_roi_align-output_size-negative", LEVELS, output_size=(2, -1), error=V,
-        match="`output_size`"),
-    row("multilevel_roi_align-data_format", LEVELS, data_format="NHWC", error=V,
-        match=names("data_format", "'NHWC'")),
-    row("multilevel_roi_align-rois-width", LEVELS, rois=R5, error=V,
-        match=r"`rois` \(shape \(3, 5\)\)"),
-    row("multilevel_roi_align-rois-rank", LEVELS, rois=R4[0], error=V, match="`rois`"),
-    row("multilevel_roi_align-rois-int", LEVELS, rois=R4.astype(np.int32), error=T,
-        match=names("rois", "int32")),
-    row("multilevel_roi_align-rois-strings", LEVELS, rois=R4.astype(str), error=T,
-        match=non_numeric("rois")),
-    row("multilevel_roi_align-batch_indices-shape", LEVELS, batch_indices=B[:2], error=V,
-        match=r"`batch_indices` \(shape \(2,\)\)"),
-    row("multilevel_roi_align-batch_indices-rank", LEVELS, batch_indices=B[:, None], error=V,
-        match="`batch_indices`"),
-    row("multilevel_roi_align-batch_indices-float", LEVELS, batch_indices=B.astype(F32), error=T,
-        match=names("batch_indices", "float32")),
     row("multilevel_roi_align-mode", LEVELS, mode="mean", error=V, match=names("mode", "'mean'")),
-    row("multilevel_roi_align-aligned_mode", LEVELS, aligned_mode="aligned", error=V,
-        match=names("aligned_mode", "'aligned'")),
-    row("multilevel_roi_align-sampling_ratio-torchvision", LEVELS, sampling_ratio=-1, error=V,
-        match=ADAPTIVE_SAMPLING),
     # roi_pool and psroi_pool: boxes of a batch index and four corners.
     row("roi_pool-rois-width", POOL, rois=R4, error=V, match=r"`rois` \(shape \(3, 4\)\)"),
     row("roi_pool-rois-strings", POOL, rois=R5.astype(str), error=T, match=non_numeric("rois")),

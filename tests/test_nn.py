@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -17,66 +18,27 @@ from jaxpool import nn as pnn
 
 X = np.random.default_rng(0).standard_normal((2, 7, 6, 3)).astype(np.float32)  # NXC
 
-# (module kwargs, function, function kwargs); the module adds data_format="NXC".
+# (module, its keyword arguments): the function takes the same, lists as tuples, and the module
+# is channels-last unless the row says otherwise.
 CASES = [
-    ("MaxPool", dict(kernel=2), jaxpool.max_pool, dict(kernel=2)),
-    (
-        "MaxPool",
-        dict(
-            kernel=[3, 2],
-            strides=[2, 1],
-            pads_begin=[1, 0],
-            pads_end=[1, 1],
-            dilations=[1, 2],
-            rounding_type="ceil_torch",
-            return_indices=True,
-            index_element_type="i32",
-            axis=2,
-        ),
-        jaxpool.max_pool,
-        dict(
-            kernel=(3, 2),
-            strides=(2, 1),
-            pads_begin=(1, 0),
-            pads_end=(1, 1),
-            dilations=(1, 2),
-            rounding_type="ceil_torch",
-            return_indices=True,
-            index_element_type="i32",
-            axis=2,
-        ),
-    ),
-    (
-        "MaxPool",
-        dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True),
-        jaxpool.max_pool,
-        dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True),
-    ),
-    (
-        "AvgPool",
-        dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True, rounding_type="ceil"),
-        jaxpool.avg_pool,
-        dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True, rounding_type="ceil"),
-    ),
-    (
-        "AvgPool",
-        dict(kernel=2, auto_pad="same_upper"),
-        jaxpool.avg_pool,
-        dict(kernel=2, auto_pad="same_upper"),
-    ),
-    (
-        "AdaptiveMaxPool",
-        dict(output_size=[3, None], return_indices=True),
-        jaxpool.adaptive_max_pool,
-        dict(output_size=(3, None), return_indices=True),
-    ),
-    (
-        "AdaptiveAvgPool",
-        dict(output_size=(4, 5)),
-        jaxpool.adaptive_avg_pool,
-        dict(output_size=(4, 5)),
-    ),
-]
+    ("MaxPool", dict(kernel=2)),
+    ("MaxPool", dict(kernel=[3, 2], strides=[2, 1], pads_begin=[1, 0], pads_end=[1, 1],
+                     dilations=[1, 2], rounding_type="ceil_torch", return_indices=True,
+                     index_element_type="i32", axis=2)),
+    ("MaxPool", dict(kernel=3, strides=2, auto_pad="same_lower", return_indices=True)),
+    ("AvgPool", dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
+                     rounding_type="ceil")),
+    ("AvgPool", dict(kernel=2, auto_pad="same_upper")),
+    ("AvgPool", dict(kernel=2, data_format="NCX")),
+    ("AdaptiveMaxPool", dict(output_size=[3, None], return_indices=True)),
+    ("AdaptiveMaxPool", dict(output_size=2, data_format="NCX")),
+    ("AdaptiveAvgPool", dict(output_size=[4, 5])),
+]  # fmt: skip
+
+
+def function_of(name):
+    """The function of a module: ``MaxPool`` -> ``jaxpool.max_pool``."""
+    return getattr(jaxpool, re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())
 
 
 def as_tuple(out):
@@ -87,13 +49,6 @@ def assert_equal_outputs(got, want):
     for g, w in zip(as_tuple(got), as_tuple(want), strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
-
-
-def call_function(fn, kwargs, x, data_format):
-    kwargs = dict(kwargs)
-    if "kernel" in kwargs:
-        return fn(x, kwargs.pop("kernel"), data_format=data_format, **kwargs)
-    return fn(x, kwargs.pop("output_size"), data_format=data_format, **kwargs)
 
 
 def test_import_jaxpool_does_not_import_flax_or_the_runtime():
@@ -111,22 +66,22 @@ def test_import_jaxpool_does_not_import_flax_or_the_runtime():
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("name,module_kwargs,fn,fn_kwargs", CASES)
-def test_modules_match_functions(name, module_kwargs, fn, fn_kwargs):
-    want = call_function(fn, fn_kwargs, X, "NXC")
-    # NXC is the modules' default, and the same data in NCX gives the same result.
-    ncx = call_function(fn, fn_kwargs, np.moveaxis(X, -1, 1), "NCX")
-    assert_equal_outputs(
-        tuple(np.moveaxis(np.asarray(o), 1, -1) for o in as_tuple(ncx)),
-        tuple(np.asarray(o) for o in as_tuple(want)),
-    )
-
-    module = getattr(pnn, name)(**module_kwargs)
-    assert_equal_outputs(module(X), want)
-    assert_equal_outputs(nnx.jit(lambda m, x: m(x))(module, X), want)
-
-    linen_module = getattr(pnn.linen, name)(**module_kwargs)
-    assert_equal_outputs(linen_module.apply({}, X), want)
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_modules_match_functions(name, kwargs):
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    module = getattr(pnn, name)(**kwargs)
+    # Lists become tuples, so that a module is a static argument of `nnx.jit`.
+    assert {k: getattr(module, k) for k in options} == options
+    data_format = options.pop("data_format", "NXC")
+    first = options.pop("kernel" if "kernel" in options else "output_size")
+    ncx = function_of(name)(np.moveaxis(X, -1, 1), first, data_format="NCX", **options)
+    nxc = function_of(name)(X, first, data_format="NXC", **options)
+    # The same data in either layout gives the same result.
+    assert_equal_outputs(tuple(np.moveaxis(np.asarray(o), 1, -1) for o in as_tuple(ncx)), nxc)
+    x, want = (X, nxc) if data_format == "NXC" else (np.moveaxis(X, -1, 1), ncx)
+    assert_equal_outputs(module(x), want)
+    assert_equal_outputs(nnx.jit(lambda m, x: m(x))(module, x), want)
+    assert_equal_outputs(getattr(pnn.linen, name)(**kwargs).apply({}, x), want)
 
 
 @pytest.mark.parametrize("axis", [0, 2])
@@ -138,38 +93,6 @@ def test_max_unpool_modules(axis):
     # Every pooled maximum is back at its place, the rest is zero.
     assert np.count_nonzero(want) == y.size
     np.testing.assert_allclose(np.sort(np.asarray(want)[want != 0]), np.sort(np.ravel(y)))
-
-
-@pytest.mark.parametrize(
-    "build, match",
-    [
-        (lambda: pnn.MaxPool(), r"MaxPool.__init__\(\) missing 1 required positional.*'kernel'"),
-        (lambda: pnn.AvgPool(2, 1, 0, 0, True), r"takes from 2 to 5 positional arguments"),
-        (lambda: pnn.MaxUnpool(), r"missing 1 required keyword-only argument: 'axis'"),
-        (lambda: pnn.AdaptiveMaxPool(2, axis=2), r"unexpected keyword argument 'axis'"),
-        (lambda: pnn.linen.LpPool(2, q=3), r"unexpected keyword argument 'q'"),
-        (lambda: pnn.linen.MaxUnpool(), r"missing 1 required positional argument: 'axis'"),
-    ],
-)
-def test_constructor_errors_name_the_argument(build, match):
-    with pytest.raises(TypeError, match=match):
-        build()
-
-
-def test_nnx_attributes_are_hashable():
-    """Lists become tuples, so that a module is a static argument of `nnx.jit`."""
-    pool = pnn.MaxPool([2, 2], [1, 1], dilations=[1, 2])
-    assert (pool.kernel, pool.strides, pool.dilations) == ((2, 2), (1, 1), (1, 2))
-    assert pnn.AdaptiveAvgPool([3, None]).output_size == (3, None)
-
-
-def test_channels_first_modules():
-    x = np.moveaxis(X, -1, 1)
-    np.testing.assert_array_equal(pnn.AvgPool(2, data_format="NCX")(x), jaxpool.avg_pool(x, 2))
-    np.testing.assert_array_equal(
-        pnn.linen.AdaptiveMaxPool(2, data_format="NCX").apply({}, x),
-        jaxpool.adaptive_max_pool(x, 2),
-    )
 
 
 def blobs(seed, n=32, size=8):
@@ -263,19 +186,17 @@ def test_linen_training_lowers_the_loss():
 
 BATCHES = [(), (2, 3)]  # none and several (one is the ops' own rule, tested above)
 
-# (module, its kwargs, function, flax.linen's pool, flax's kwargs); NXC throughout.  Flax pads
-# only one batch axis where `padding` is explicit, so its padded windows here are "SAME".
+# (module, its kwargs, flax.linen's kwargs of its pool of the same name); NXC throughout.  Flax
+# pads only one batch axis where `padding` is explicit, so its padded windows here are "SAME".
 FLAX_CASES = [
-    ("MaxPool", dict(kernel=(2, 2), strides=(1, 1)), jaxpool.max_pool, flax_pooling.max_pool,
-     dict(window_shape=(2, 2), strides=(1, 1))),
-    ("MinPool", dict(kernel=(3, 2), strides=(2, 1), auto_pad="same_upper"), jaxpool.min_pool,
-     flax_pooling.min_pool, dict(window_shape=(3, 2), strides=(2, 1), padding="SAME")),
-    ("MinPool", dict(kernel=(3,), strides=(2,), auto_pad="same_upper"), jaxpool.min_pool,
-     flax_pooling.min_pool, dict(window_shape=(3,), strides=(2,), padding="SAME")),
+    ("MaxPool", dict(kernel=(2, 2), strides=(1, 1)), dict(window_shape=(2, 2), strides=(1, 1))),
+    ("MinPool", dict(kernel=(3, 2), strides=(2, 1), auto_pad="same_upper"),
+     dict(window_shape=(3, 2), strides=(2, 1), padding="SAME")),
+    ("MinPool", dict(kernel=(3,), strides=(2,), auto_pad="same_upper"),
+     dict(window_shape=(3,), strides=(2,), padding="SAME")),
     ("AvgPool", dict(kernel=(3, 2), strides=(1, 2), auto_pad="same_upper", exclude_pad=True),
-     jaxpool.avg_pool, flax_pooling.avg_pool,
      dict(window_shape=(3, 2), strides=(1, 2), padding="SAME", count_include_pad=False)),
-    ("MaxPool", dict(kernel=(2, 1, 2), strides=(1, 1, 2)), jaxpool.max_pool, flax_pooling.max_pool,
+    ("MaxPool", dict(kernel=(2, 1, 2), strides=(1, 1, 2)),
      dict(window_shape=(2, 1, 2), strides=(1, 1, 2))),
 ]  # fmt: skip
 
@@ -287,8 +208,9 @@ def tie_free(shape, seed=0):
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch{b}")
-@pytest.mark.parametrize("name,kwargs,fn,flax_pool,flax_kwargs", FLAX_CASES)
-def test_batch_axes_match_flax(batch, name, kwargs, fn, flax_pool, flax_kwargs):
+@pytest.mark.parametrize("name,kwargs,flax_kwargs", FLAX_CASES)
+def test_batch_axes_match_flax(batch, name, kwargs, flax_kwargs):
+    fn, flax_pool = function_of(name), getattr(flax_pooling, function_of(name).__name__)
     nd = len(kwargs["kernel"])
     x = tie_free((*batch, *(7, 6, 5)[:nd], 3))
     kwargs = dict(kwargs)
@@ -355,9 +277,8 @@ def test_batch_axes_indices_are_those_of_the_merged_batch(batch, axis):
 @pytest.mark.parametrize("name", ["AdaptiveMaxPool", "AdaptiveAvgPool"])
 def test_adaptive_batch_axes_are_the_merged_batch(batch, name):
     x = tie_free((*batch, 7, 5, 3), seed=2)
-    fn = jaxpool.adaptive_max_pool if name == "AdaptiveMaxPool" else jaxpool.adaptive_avg_pool
     extra = dict(return_indices=True) if name == "AdaptiveMaxPool" else {}
-    want = merged_call(fn, x, batch, (3, None), data_format="NXC", **extra)
+    want = merged_call(function_of(name), x, batch, (3, None), data_format="NXC", **extra)
     got = getattr(pnn, name)((3, None), **extra)(x)
     assert_equal_outputs(got, want)
     assert_equal_outputs(getattr(pnn.linen, name)((3, None), **extra).apply({}, x), got)

@@ -4,7 +4,8 @@ Values on random cases with fixed seeds: boxes from sub-pixel to the whole map, 
 it and inverted, batch indices outside ``[0, N)``, every ``aligned_mode``, sampling ratios 0 to
 3 and scales 1 to 1/16, both layouts and three dtypes.  Derivatives: the gradient in ``x`` is
 the adjoint of the reference's linear map (``<J v, w> = <v, J^T w>``), and the derivatives in
-the boxes agree with central differences in float64.
+the boxes agree with central differences in float64.  Empty inputs and NaN boxes: with the
+rest of the family in ``test_roi.py``.
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ import jaxpool
 ALIGNED_MODES = ("half_pixel_for_nn", "asymmetric", "half_pixel")
 SCALES = (1.0, 0.5, 1 / 16)
 ATOL = 2e-5
-
-
-def call(x, rois, batch, out, data_format="NCX", **kwargs):
-    """psroi_align of NCX ``x`` laid out in ``data_format``."""
-    layout = cases.to_layout(x, data_format)
-    return jaxpool.psroi_align(layout, rois, batch, out, data_format=data_format, **kwargs)
 
 
 def check(got, want, data_format="NCX", atol=ATOL):
@@ -103,7 +98,10 @@ def test_half_precision(dtype, data_format):
     x, rois, batch, out, scale = random_case(40)
     low = np.asarray(jnp.asarray(x, dtype))
     want = reference.ps_roi_align(low.astype(np.float64), rois, batch, out, spatial_scale=scale)
-    got = call(low, rois, batch, out, data_format, spatial_scale=scale)
+    layout = cases.to_layout(low, data_format)
+    got = jaxpool.psroi_align(
+        layout, rois, batch, out, spatial_scale=scale, data_format=data_format
+    )
     assert got.dtype == dtype
     # Sums in float32, one rounding to the 16-bit type at the end.
     check(got, want, data_format, atol=1e-2 if dtype == jnp.bfloat16 else 1e-3)
@@ -222,66 +220,28 @@ def test_box_derivatives(x64):
 # --------------------------------------------------------------------------------------------
 
 
-def test_jit_equals_eager(jit_mode):
+def test_jit_and_vmap_equal_eager_and_a_loop():
+    """Under ``jit`` and eagerly the reference's values; ``vmap`` over sets of boxes (adaptive
+    sampling) and over the maps at a fixed ratio, with its gradient, equals a loop."""
     x, rois, batch, out, scale = random_case(60)
-    want = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
-
-    def f(a, r, b):
-        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale, sampling_ratio=2)
-
-    check(jit_mode(f, x, rois, batch), want)
-
-
-def test_vmap_equals_a_loop():
-    x, rois, batch, out, scale = random_case(61)
     rng = np.random.default_rng(61)
     box_sets = np.stack([cases.random_boxes(rng, 5, *x.shape[2:], scale) for _ in range(3)])
     batches = rng.integers(0, 2, (3, 5))
 
-    def f(a, r, b):
-        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale)
+    def f(a, r, b, sampling_ratio=0):
+        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale, sampling_ratio=sampling_ratio)
 
-    got = jax.vmap(lambda r, b: f(x, r, b))(box_sets, batches)
-    np.testing.assert_allclose(
-        got, np.stack([f(x, r, b) for r, b in zip(box_sets, batches)]), rtol=0, atol=1e-6
-    )
-
-    # Over the maps at a fixed ratio: the adaptive programs' choice under vmap is the boxes'
-    # case above.
     def g(a):
-        return jaxpool.psroi_align(a, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
+        return f(a, rois, batch, 2)
 
+    want = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
+    check(g(x), want)
+    check(jax.jit(g)(x), want)
+    got = jax.vmap(lambda r, b: f(x, r, b))(box_sets, batches)
+    loop = np.stack([f(x, r, b) for r, b in zip(box_sets, batches)])
+    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
     images = np.stack([x, x[::-1] * 2])
-    got = jax.vmap(g)(images)
+    got, grads = jax.vmap(lambda a: (g(a), jax.grad(lambda a: g(a).sum())(a)))(images)
     np.testing.assert_allclose(got, np.stack([g(a) for a in images]), rtol=0, atol=1e-6)
-    grads = jax.vmap(jax.grad(lambda a: g(a).sum()))(images)
     loop = np.stack([jax.grad(lambda a: g(a).sum())(a) for a in images])
     np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-@pytest.mark.parametrize("n,r", [(0, 3), (2, 0), (0, 0)])
-def test_empty_inputs(n, r, data_format):
-    x = cases.to_layout(np.ones((n, 8, 5, 6), np.float32), data_format)
-    rois = np.ones((r, 4), np.float32)
-    batch = np.zeros(r, np.int32)
-
-    def f(a, b):
-        return jaxpool.psroi_align(a, b, batch, (2, 2), data_format=data_format)
-
-    shape = (r, 2, 2, 2)
-    for y in (f(x, rois), jax.jit(f)(x, rois)):
-        assert y.shape == shape and y.dtype == np.float32
-    assert jax.vmap(f)(np.stack([x, x]), np.stack([rois, rois])).shape == (2, *shape)
-    gx, gr = jax.grad(lambda a, b: f(a, b).sum(), argnums=(0, 1))(x, rois)
-    assert gx.shape == x.shape and gr.shape == rois.shape
-    assert not np.any(np.asarray(gx)) and not np.any(np.asarray(gr))
-    low = jaxpool.psroi_align(x.astype(jnp.bfloat16), rois, batch, 2, data_format=data_format)
-    assert low.shape == shape and low.dtype == jnp.bfloat16
-
-
-def test_nan_box_gives_nan_for_that_box_alone():
-    """A box with a NaN coordinate: NaN in its whole output, no cotangent from it, every other
-    box and its gradient in the features unchanged (the row's variants of ``regions.py`` in one
-    program)."""
-    regions.check_nan_box("psroi_align", (0,))

@@ -25,7 +25,7 @@ import openvino.opset9 as opset9
 import openvino.opset15 as opset15
 import pytest
 import regions
-from cases import random_boxes
+from cases import from_layout, random_boxes, to_layout
 
 import jaxpool
 
@@ -74,35 +74,50 @@ def runtime(kind, x, rois, batch=None, **attrs):
     return np.asarray(model(inputs)[model.outputs[0]])
 
 
-# The runtime's ops with jaxpool's arguments: (x, rois, [batch,] output size or dims, attributes).
-def ov_roi_align(x, rois, batch, output_size, *, spatial_scale=1.0, sampling_ratio=0, **attrs):
-    attrs = {"mode": "avg", "aligned_mode": "asymmetric", "sampling_ratio": sampling_ratio, **attrs}
+def _pair(size):
+    return (size, size) if isinstance(size, int) else tuple(size)
+
+
+def _pooled(size, spatial_scale):
+    h, w = _pair(size)
+    return dict(pooled_h=h, pooled_w=w, spatial_scale=float(spatial_scale))
+
+
+# The runtime's ops with jaxpool's arguments (ORACLE: the runtime's op of each public op).
+def ov_roi_align(x, rois, batch, output_size, *, spatial_scale=1.0, **attrs):
+    attrs = {"mode": "avg", "aligned_mode": "asymmetric", "sampling_ratio": 0, **attrs}
     return runtime("roi_align", x, rois, batch, **_pooled(output_size, spatial_scale), **attrs)
 
 
 def ov_roi_align_rotated(x, rois, batch, output_size, *, spatial_scale=1.0, clockwise=False, **a):
     attrs = {"sampling_ratio": 0, "clockwise_mode": clockwise, **a}
-    return runtime(
-        "roi_align_rotated", x, rois, batch, **_pooled(output_size, spatial_scale), **attrs
-    )
-
-
-def _pooled(output_size, spatial_scale):
-    h, w = output_size
-    return dict(pooled_h=h, pooled_w=w, spatial_scale=float(spatial_scale))
+    pooled = _pooled(output_size, spatial_scale)
+    return runtime("roi_align_rotated", x, rois, batch, **pooled, **attrs)
 
 
 def ov_roi_pool(x, rois, output_size, *, spatial_scale=1.0, method="max"):
-    attrs = dict(output_roi=tuple(output_size), spatial_scale=float(spatial_scale), method=method)
+    attrs = dict(output_roi=_pair(output_size), spatial_scale=float(spatial_scale), method=method)
     return runtime("roi_pool", x, rois, **attrs)
 
 
-def ov_psroi_pool(
-    x, rois, output_dim, group_size, *, spatial_scale=1.0, spatial_bins=(1, 1), mode="average"
-):
+def ov_psroi_pool(x, rois, output_dim, group_size, *, spatial_scale=1.0, spatial_bins=1, **a):
+    bins_y, bins_x = _pair(spatial_bins)
     dims = dict(output_dim=output_dim, group_size=group_size, spatial_scale=float(spatial_scale))
-    bins = dict(spatial_bins_x=spatial_bins[1], spatial_bins_y=spatial_bins[0])
-    return runtime("psroi_pool", x, rois, mode=mode, **dims, **bins)
+    attrs = {"mode": "average", "spatial_bins_x": bins_x, "spatial_bins_y": bins_y, **a}
+    return runtime("psroi_pool", x, rois, **dims, **attrs)
+
+
+ORACLE = {
+    jaxpool.roi_align: ov_roi_align,
+    jaxpool.roi_align_rotated: ov_roi_align_rotated,
+    jaxpool.roi_pool: ov_roi_pool,
+    jaxpool.psroi_pool: ov_psroi_pool,
+}
+
+
+def bind(op, inputs, *args, channels=None, **kwargs):
+    """``a -> op(a[:, :channels], *inputs, *args, **kwargs)``."""
+    return lambda a: op(a[:, :channels], *inputs, *args, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,18 +131,8 @@ def features(rng, channels, height=None, width=None, n=2):
     return rng.standard_normal((n, channels, height, width)).astype(np.float32)
 
 
-def to_nxc(a):
-    return np.moveaxis(np.asarray(a), 1, -1)
-
-
-def in_layout(x, data_format):
-    return x if data_format == "NCX" else to_nxc(x)
-
-
 def check(got, want, data_format="NCX", err_msg=""):
-    got = np.asarray(got)
-    if data_format == "NXC":
-        got = np.moveaxis(got, -1, 1)
+    got = from_layout(got, data_format)
     atol = ATOL * max(1.0, np.abs(want).max())
     np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=err_msg)
 
@@ -137,11 +142,10 @@ def rows5(rng, boxes, n=2):
     return np.concatenate([rng.integers(0, n, (len(boxes), 1)), boxes], 1).astype(np.float32)
 
 
-def against_runtime(op, oracle, table):
+def against_runtime(op, table):
     """``table``: case -> ``(x, data_format, attributes, draws)``, each draw a tuple of box
     arrays.  ``op(x, *boxes, data_format=..., **attributes)`` of every case in one program, a
-    draw at a time (equal shapes: one compilation), against ``oracle(x, *boxes, **attributes)``
-    of the NCX ``x``."""
+    draw at a time (equal shapes: one compilation), against the runtime's op on the NCX ``x``."""
 
     @jax.jit
     def every(inputs):
@@ -151,10 +155,10 @@ def against_runtime(op, oracle, table):
         }
 
     for k in range(2):
-        inputs = {name: (in_layout(x, fmt), draws[k]) for name, (x, fmt, _, draws) in table.items()}
+        inputs = {name: (to_layout(x, fmt), draws[k]) for name, (x, fmt, _, draws) in table.items()}
         for name, got in every(inputs).items():
             x, fmt, attrs, draws = table[name]
-            check(got, oracle(x, *draws[k], **attrs), fmt, name)
+            check(got, ORACLE[op](x, *draws[k], **attrs), fmt, name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,18 +185,7 @@ def test_roi_align_matches_runtime():
             (random_boxes(rng, 16, *x.shape[2:], scale), rng.integers(0, 2, 16)) for _ in range(2)
         ]
         table[f"{mode}-{aligned_mode}-{sampling_ratio}"] = x, LAYOUTS[seed % 2], attrs, draws
-    against_runtime(jaxpool.roi_align, ov_roi_align, table)
-
-
-def test_roi_align_larger_map_matches_runtime():
-    """A 38x50 map at scale 1/16 (adaptive sampling up to 6 x 8 samples per bin)."""
-    rng = np.random.default_rng(100)
-    x = features(rng, 4, 38, 50)
-    rois = random_boxes(rng, 24, 38, 50, 1 / 16)
-    batch = rng.integers(0, 2, 24)
-    for mode in ("avg", "max"):
-        want = ov_roi_align(x, rois, batch, (7, 7), spatial_scale=1 / 16, mode=mode)
-        check(jaxpool.roi_align(x, rois, batch, 7, spatial_scale=1 / 16, mode=mode), want)
+    against_runtime(jaxpool.roi_align, table)
 
 
 # Each method at every scale, the layouts taking turns (one program).
@@ -216,7 +209,7 @@ def test_roi_pool_matches_runtime():
             draws.append((rows5(rng, boxes),))
         attrs = dict(output_size=out, spatial_scale=scale, method=method)
         table[f"{method}-{scale}"] = x, LAYOUTS[SCALES.index(scale) % 2], attrs, draws
-    against_runtime(jaxpool.roi_pool, ov_roi_pool, table)
+    against_runtime(jaxpool.roi_pool, table)
 
 
 def _beyond_the_map(rng):
@@ -227,61 +220,47 @@ def _beyond_the_map(rng):
 
 
 @pytest.mark.parametrize("data_format", LAYOUTS)
-def test_roi_pool_boxes_larger_than_the_map_match_runtime(data_format):
+def test_boxes_larger_than_the_map_match_runtime(data_format):
     """Boxes up to four times the map, whose bins are longer than one chunk of reads: every
     element of a bin counts (torchvision's ``roi_pool`` gives the same), under ``jit`` and
-    ``vmap``, and the gradient reaches the maximal element of each bin."""
+    ``vmap``; roi_pool's gradient reaches the maximal element of each bin, psroi_pool's
+    forward and reverse derivatives are adjoint."""
     rng = np.random.default_rng(31)
-    x = features(rng, 3, 9, 13)
+    x = features(rng, 2 * 9, 9, 13)
     rois = _beyond_the_map(rng)
-    want = ov_roi_pool(x, rois, (3, 4), spatial_scale=0.5)
-    xs = in_layout(x, data_format)
+    want = (
+        ov_roi_pool(x, rois, (3, 4), spatial_scale=0.5),
+        ov_psroi_pool(x, rois, 2, 3, spatial_scale=0.5),
+    )
 
-    def pool(v, r):
-        return jaxpool.roi_pool(v, r, (3, 4), spatial_scale=0.5, data_format=data_format)
+    def pools(v, r):
+        kwargs = dict(spatial_scale=0.5, data_format=data_format)
+        return jaxpool.roi_pool(v, r, (3, 4), **kwargs), jaxpool.psroi_pool(v, r, 2, 3, **kwargs)
 
-    @jax.jit  # one program: the pool, the pool under vmap, the gradient
-    def every(v, r):
-        halves = jax.vmap(pool, in_axes=(None, 0))(v, r.reshape(2, 10, 5))
-        return pool(v, r), halves, jax.grad(lambda v: pool(v, r).sum())(v)
+    @jax.jit  # one program: the pools, the pools under vmap, the derivatives
+    def every(x, r, v, w):
+        halves = jax.vmap(pools, in_axes=(None, 0))(x, r.reshape(2, 10, 5))
+        grad = jax.grad(lambda a: pools(a, r)[0].sum())(x)
+        jv = jax.jvp(lambda a: pools(a, r)[1], (x,), (v,))[1]
+        pullback = jax.vjp(lambda a: pools(a, r)[1], x)[1]
+        return pools(x, r), halves, grad, jv, pullback(w)[0]
 
-    pooled, halves, grad = every(jnp.asarray(xs), rois)
-    check(pooled, want, data_format)
-    check(halves.reshape(20, *halves.shape[2:]), want, data_format)
+    v = to_layout(rng.standard_normal(x.shape).astype(np.float32), data_format)
+    w = to_layout(rng.standard_normal(want[1].shape).astype(np.float32), data_format)
+    pooled, halves, grad, jv, jtw = every(jnp.asarray(to_layout(x, data_format)), rois, v, w)
+    for got, half, expected in zip(pooled, halves, want):
+        check(got, expected, data_format)
+        check(half.reshape(20, *half.shape[2:]), expected, data_format)
+    np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, jtw), rtol=1e-5)
     want_grad = np.zeros_like(x)
     for r, box in enumerate(rois):
         for c in range(x.shape[1]):
-            for value in want[r, c].ravel():
+            for value in want[0][r, c].ravel():
                 if value != 0.0 or np.any(x[int(box[0]), c] == 0.0):
                     hit = np.argwhere(x[int(box[0]), c] == value)
                     if len(hit):
                         want_grad[int(box[0]), c, hit[0][0], hit[0][1]] += 1.0
     check(grad, want_grad, data_format)
-
-
-def test_psroi_pool_boxes_larger_than_the_map_match_runtime():
-    """Average bins longer than one chunk of reads count every element, under ``jit`` and
-    ``vmap``, and forward and reverse derivatives are adjoint."""
-    rng = np.random.default_rng(32)
-    x = features(rng, 2 * 9, 9, 13)
-    rois = _beyond_the_map(rng)
-    want = ov_psroi_pool(x, rois, 2, 3, spatial_scale=0.5)
-
-    def pool(v, r):
-        return jaxpool.psroi_pool(v, r, 2, 3, spatial_scale=0.5)
-
-    @jax.jit  # one program: the pool, the pool under vmap, both derivatives
-    def every(x, r, v, w):
-        halves = jax.vmap(pool, in_axes=(None, 0))(x, r.reshape(2, 10, 5))
-        jv = jax.jvp(lambda a: pool(a, r), (x,), (v,))[1]
-        return pool(x, r), halves, jv, jax.vjp(lambda a: pool(a, r), x)[1](w)[0]
-
-    v = rng.standard_normal(x.shape).astype(np.float32)
-    w = rng.standard_normal(want.shape).astype(np.float32)
-    pooled, halves, jv, jtw = every(jnp.asarray(x), rois, v, w)
-    check(pooled, want)
-    check(halves.reshape(20, *halves.shape[2:]), want)
-    np.testing.assert_allclose(np.vdot(jv, w), np.vdot(v, jtw), rtol=1e-5)
 
 
 PSROI_CASES = list(itertools.product(["average", "bilinear"], SCALES))
@@ -306,24 +285,7 @@ def test_psroi_pool_matches_runtime():
         attrs = dict(output_dim=output_dim, group_size=group_size, spatial_scale=scale)
         attrs.update(mode=mode, spatial_bins=bins)
         table[f"{mode}-{scale}"] = x, LAYOUTS[SCALES.index(scale) % 2], attrs, draws
-    against_runtime(jaxpool.psroi_pool, ov_psroi_pool, table)
-
-
-@pytest.mark.parametrize("mode", ["average", "bilinear"])
-def test_psroi_pool_batch_index_minus_one_ends_the_boxes(mode):
-    """The runtime reads no box from the first batch index of -1 on (later boxes on valid
-    images give zeros too)."""
-    rng = np.random.default_rng(3)
-    x = features(rng, 8)
-    rois = np.array(
-        [[0, 0, 0, 4, 4], [-1, 0, 0, 4, 4], [1, 1, 1, 5, 5], [0, 1, 0, 3, 5]], np.float32
-    )
-    bins = (2, 1) if mode == "bilinear" else (1, 1)
-    output_dim = 4 if mode == "bilinear" else 2
-    want = ov_psroi_pool(x, rois, output_dim, 2, spatial_scale=1.0, mode=mode, spatial_bins=bins)
-    assert np.abs(want[0]).max() > 0 and not want[1:].any()
-    got = jaxpool.psroi_pool(x, rois, output_dim, 2, mode=mode, spatial_bins=bins)
-    check(got, want)
+    against_runtime(jaxpool.psroi_pool, table)
 
 
 # Every sampling ratio, clockwise in turns and both ways with adaptive sampling.
@@ -348,48 +310,21 @@ def test_roi_align_rotated_matches_runtime():
         attrs = dict(output_size=out, spatial_scale=scale, sampling_ratio=sampling_ratio)
         attrs.update(clockwise=clockwise)
         table[f"{clockwise}-{sampling_ratio}"] = x, LAYOUTS[sampling_ratio % 2], attrs, draws
-    against_runtime(jaxpool.roi_align_rotated, ov_roi_align_rotated, table)
+    against_runtime(jaxpool.roi_align_rotated, table)
 
 
-def test_runtime_rules():
-    """The rules the docstrings state: ROIAlign's max starts from 0, asymmetric boxes are at
-    least 1 wide, empty ROIPooling bins give 0."""
-    x = -np.ones((1, 1, 4, 4), np.float32)
-    rois = np.array([[0.5, 0.5, 2.5, 2.5]], np.float32)
-    got = jaxpool.roi_align(x, rois, np.array([0]), 2, mode="max")
-    assert np.all(np.asarray(got) == 0)
-    check(got, ov_roi_align(x, rois, [0], (2, 2), mode="max"))
-    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-    point = np.array([[1.2, 1.2, 1.2, 1.2]], np.float32)
-    check(jaxpool.roi_align(x, point, np.array([0]), 2), ov_roi_align(x, point, [0], (2, 2)))
-    outside = np.array([[0, 10, 10, 12, 12]], np.float32)
-    got = jaxpool.roi_pool(x, outside, 2)
-    assert np.all(np.asarray(got) == 0)
-    check(got, ov_roi_pool(x, outside, (2, 2)))
-
-
-def test_bin_edges_are_correctly_rounded():
-    """Bin edges on exact integers: XLA:CPU divides by a broadcast scalar through an
-    approximate reciprocal (7 / 3 * 3 > 7) and contracts ``a + b * c`` into a fused
-    multiply-add (``-1 + 3 * fl(1 / 3) > 0``); either moves a ceil by one element."""
-    rng = np.random.default_rng(8)
-    x = features(rng, 8, 8, 8)
-    boxes = np.tile(np.array([[0, 0, 0, 6, 6], [1, 1, 0, 7, 6]], np.float32), (8, 1))
-    check(jaxpool.roi_pool(x, boxes, 3), ov_roi_pool(x, boxes, (3, 3)))
-    boxes = np.tile(np.array([[0, 4, -1.2, 5, -0.7], [1, -1.1, 2, -0.6, 3]], np.float32), (8, 1))
-    check(
-        jaxpool.psroi_pool(x[:, :1].repeat(9, 1), boxes, 1, 3),
-        ov_psroi_pool(x[:, :1].repeat(9, 1), boxes, 1, 3),
-    )
-
-
-def test_adaptive_count_beyond_the_map():
-    """Boxes larger than the map take ``ceil(bin size)`` samples per bin and axis, as the
-    runtime does, however large: torchvision's own case (9-pixel boxes on a 5 x 5 map), boxes
-    many times the map, and boxes far outside it."""
+def _rule_cases():
+    """Rows ``(name, op, arguments, keyword arguments, which boxes give zeros)`` of NCX cases
+    with a rule of their own."""
+    rng = np.random.default_rng(100)
+    large = features(rng, 4, 38, 50), random_boxes(rng, 24, 38, 50, 1 / 16), rng.integers(0, 2, 24)
+    ramp = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    x8 = features(np.random.default_rng(8), 8, 8, 8)
+    edges = np.tile(np.array([[0, 0, 0, 6, 6], [1, 1, 0, 7, 6]], np.float32), (8, 1))
+    halves = [[0, 4, -1.2, 5, -0.7], [1, -1.1, 2, -0.6, 3]]
+    halves = np.tile(np.array(halves, np.float32), (8, 1))
     rng = np.random.default_rng(7)
-    x = features(rng, 2, 8, 8)
-    rois = np.array(
+    beyond = np.array(
         [
             [-20.0, -20.0, 30.0, 30.0],
             [0.0, 0.0, 8.0, 8.0],
@@ -399,18 +334,56 @@ def test_adaptive_count_beyond_the_map():
         ],
         np.float32,
     )
-    batch = np.array([0, 1, 0, 1, 0])
-    # Each pair compiles its own programs; each mode and each aligned mode once.
-    for mode, aligned_mode in (("avg", "asymmetric"), ("max", "half_pixel_for_nn")):
-        got = jaxpool.roi_align(x, rois, batch, 2, mode=mode, aligned_mode=aligned_mode)
-        want = ov_roi_align(x, rois, batch, (2, 2), mode=mode, aligned_mode=aligned_mode)
-        check(got, want)
+    beyond = features(rng, 2, 8, 8), beyond, np.array([0, 1, 0, 1, 0])
     small = features(rng, 1, 5, 5, n=1)
-    boxes = np.array([[0.0, 0.0, 9.0, 9.0], [-2.0, 1.0, 7.0, 10.0]], np.float32)
-    check(
-        jaxpool.roi_align(small, boxes, np.array([0, 0]), 5, aligned_mode="half_pixel_for_nn"),
-        ov_roi_align(small, boxes, [0, 0], (5, 5), aligned_mode="half_pixel_for_nn"),
-    )
+    nine = small, np.array([[0.0, 0.0, 9.0, 9.0], [-2.0, 1.0, 7.0, 10.0]], np.float32), [0, 0]
+    ends = [[0, 0, 0, 4, 4], [-1, 0, 0, 4, 4], [1, 1, 1, 5, 5], [0, 1, 0, 3, 5]]
+    ends = features(np.random.default_rng(3), 8), np.array(ends, np.float32)
+    first = [False, True, True, True]
+    align, pool, ps = jaxpool.roi_align, jaxpool.roi_pool, jaxpool.psroi_pool
+    # fmt: off
+    rows = [
+        # A 38 x 50 map at scale 1/16: adaptive sampling up to 6 x 8 samples per bin.
+        ("larger-map-avg", align, (*large, 7), dict(spatial_scale=1 / 16), None),
+        ("larger-map-max", align, (*large, 7), dict(spatial_scale=1 / 16, mode="max"), None),
+        # ROIAlign's max starts from 0; asymmetric boxes are at least 1 wide; empty ROIPooling
+        # bins give 0.
+        ("max-starts-from-0", align, (-np.ones((1, 1, 4, 4), np.float32),
+         np.array([[0.5, 0.5, 2.5, 2.5]], np.float32), [0], 2), dict(mode="max"), [True]),
+        ("point-box", align, (ramp, np.full((1, 4), 1.2, np.float32), [0], 2), {}, None),
+        ("empty-bins", pool, (ramp, np.array([[0, 10, 10, 12, 12]], np.float32), 2), {}, [True]),
+        # Bin edges on exact integers: XLA:CPU divides by a broadcast scalar through an
+        # approximate reciprocal (7 / 3 * 3 > 7) and contracts ``a + b * c`` into a fused
+        # multiply-add (``-1 + 3 * fl(1 / 3) > 0``); either moves a ceil by one element.
+        ("roi_pool-bin-edges", pool, (x8, edges, 3), {}, None),
+        ("psroi_pool-bin-edges", ps, (x8[:, :1].repeat(9, 1), halves, 1, 3), {}, None),
+        # Boxes larger than the map take ceil(bin size) samples per bin and axis, however
+        # large, as the runtime does; torchvision's own case: 9-pixel boxes on a 5 x 5 map.
+        ("beyond-the-map-avg", align, (*beyond, 2), {}, None),
+        ("beyond-the-map-max", align, (*beyond, 2),
+         dict(mode="max", aligned_mode="half_pixel_for_nn"), None),
+        ("torchvision-9-pixel-boxes", align, (*nine, 5), dict(aligned_mode="half_pixel_for_nn"),
+         None),
+        # PSROIPooling reads no box from the first batch index of -1 on (later boxes on valid
+        # images give zeros too).
+        ("minus-one-ends-average", ps, (*ends, 2, 2), {}, first),
+        ("minus-one-ends-bilinear", ps, (*ends, 4, 2), dict(mode="bilinear", spatial_bins=(2, 1)),
+         first),
+    ]
+    # fmt: on
+    return [pytest.param(*row[1:], id=row[0]) for row in rows]
+
+
+@pytest.mark.parametrize("op,args,kwargs,zeros", _rule_cases())
+def test_rules_match_runtime(op, args, kwargs, zeros):
+    """The rules the docstrings state, each against the runtime; ``zeros`` (where given) the
+    boxes whose output is 0, the others not."""
+    got = op(*(np.asarray(a) if isinstance(a, list) else a for a in args), **kwargs)
+    want = ORACLE[op](*args, **kwargs)
+    check(got, want)
+    if zeros is not None:
+        np.testing.assert_array_equal(~want.reshape(len(want), -1).any(1), zeros)
+        assert not np.asarray(got)[np.asarray(zeros)].any()
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
@@ -442,53 +415,32 @@ def _adjoint_gap(jv, w, v, jtw):
     return abs(jv_w - v_jtw) / (1 + abs(jv_w))
 
 
-LINEAR = {
-    "roi_align_avg": (
-        lambda x, r, b: jaxpool.roi_align(x, r, b, 3, spatial_scale=0.5),
-        lambda x, r, b: ov_roi_align(x, r, b, (3, 3), spatial_scale=0.5),
-    ),
-    "roi_align_avg_half_pixel": (
-        lambda x, r, b: jaxpool.roi_align(
-            x, r, b, (2, 3), spatial_scale=0.5, sampling_ratio=2, aligned_mode="half_pixel"
-        ),
-        lambda x, r, b: ov_roi_align(
-            x, r, b, (2, 3), spatial_scale=0.5, sampling_ratio=2, aligned_mode="half_pixel"
-        ),
-    ),
-    "roi_align_rotated": (
-        lambda x, r, b: jaxpool.roi_align_rotated(x, _rotated(r), b, 3, spatial_scale=0.5),
-        lambda x, r, b: ov_roi_align_rotated(x, _rotated(r), b, (3, 3), spatial_scale=0.5),
-    ),
-    "roi_pool_bilinear": (
-        lambda x, r, b: jaxpool.roi_pool(x, _normalised(r, b), 3, method="bilinear"),
-        lambda x, r, b: ov_roi_pool(x, _normalised(r, b), (3, 3), method="bilinear"),
-    ),
-    "psroi_pool_average": (
-        lambda x, r, b: jaxpool.psroi_pool(x[:, :8], _with_batch(r, b), 2, 2, spatial_scale=0.5),
-        lambda x, r, b: ov_psroi_pool(x[:, :8], _with_batch(r, b), 2, 2, spatial_scale=0.5),
-    ),
-    "psroi_pool_bilinear": (
-        lambda x, r, b: jaxpool.psroi_pool(
-            x[:, :12], _normalised(r, b), 2, 3, mode="bilinear", spatial_bins=(2, 3)
-        ),
-        lambda x, r, b: ov_psroi_pool(
-            x[:, :12], _normalised(r, b), 2, 3, mode="bilinear", spatial_bins=(2, 3)
-        ),
-    ),
-}
-
-
 def _with_batch(r, b):
-    return np.concatenate([np.asarray(b, np.float32)[:, None], np.abs(r)], 1)
+    return (np.concatenate([np.asarray(b, np.float32)[:, None], np.abs(r)], 1),)
 
 
 def _normalised(r, b):
-    r = np.abs(r) / 20
-    return np.concatenate([np.asarray(b, np.float32)[:, None], np.minimum(r, 1)], 1)
+    return (np.concatenate([np.asarray(b, np.float32)[:, None], np.minimum(np.abs(r) / 20, 1)], 1),)
 
 
-def _rotated(r):
-    return np.concatenate([r, np.linspace(-3, 3, len(r))[:, None]], 1).astype(np.float32)
+def _rotated(r, b):
+    return np.concatenate([r, np.linspace(-3, 3, len(r))[:, None]], 1).astype(np.float32), b
+
+
+# (name, op, boxes of (rois, batch), arguments, keyword arguments): the modes linear in x.
+# fmt: off
+LINEAR = [
+    ("roi_align_avg", jaxpool.roi_align, lambda r, b: (r, b), (3,), dict(spatial_scale=0.5)),
+    ("roi_align_avg_half_pixel", jaxpool.roi_align, lambda r, b: (r, b), ((2, 3),),
+     dict(spatial_scale=0.5, sampling_ratio=2, aligned_mode="half_pixel")),
+    ("roi_align_rotated", jaxpool.roi_align_rotated, _rotated, (3,), dict(spatial_scale=0.5)),
+    ("roi_pool_bilinear", jaxpool.roi_pool, _normalised, (3,), dict(method="bilinear")),
+    ("psroi_pool_average", jaxpool.psroi_pool, _with_batch, (2, 2),
+     dict(spatial_scale=0.5, channels=8)),
+    ("psroi_pool_bilinear", jaxpool.psroi_pool, _normalised, (2, 3),
+     dict(mode="bilinear", spatial_bins=(2, 3))),
+]
+# fmt: on
 
 
 def test_gradient_is_adjoint_of_runtime():
@@ -499,19 +451,23 @@ def test_gradient_is_adjoint_of_runtime():
     rois = np.abs(random_boxes(rng, 8, 10, 13, 0.5))
     batch = rng.integers(0, 2, 8)
     v = rng.standard_normal(x.shape).astype(np.float32)
-    jv = {name: theirs(v, rois, batch) for name, (_, theirs) in LINEAR.items()}
+    ours, theirs = {}, {}
+    for name, op, boxes, args, kwargs in LINEAR:
+        ours[name] = bind(op, boxes(rois, batch), *args, **kwargs)
+        theirs[name] = bind(ORACLE[op], boxes(rois, batch), *args, **kwargs)
+    jv = {name: f(v) for name, f in theirs.items()}
     w = {name: rng.standard_normal(a.shape).astype(np.float32) for name, a in jv.items()}
 
     @jax.jit
     def values_and_pullbacks(x, w):
         out = {}
-        for name, (ours, _) in LINEAR.items():
-            y, pullback = jax.vjp(lambda a, ours=ours: ours(a, rois, batch), x)
+        for name, f in ours.items():
+            y, pullback = jax.vjp(f, x)
             out[name] = y, pullback(w[name])[0]
         return out
 
     for name, (y, jtw) in values_and_pullbacks(jnp.asarray(x), w).items():
-        check(y, LINEAR[name][1](x, rois, batch))
+        check(y, theirs[name](x))
         assert _adjoint_gap(jv[name], w[name], v, jtw) < 1e-5, name
 
 
@@ -528,7 +484,7 @@ def test_max_gradient_is_adjoint_of_jvp():
             a, rois, batch, 3, spatial_scale=0.5, mode="max"
         ),
         "roi_pool_max": lambda a: jaxpool.roi_pool(
-            a, _with_batch(rois, batch), 3, spatial_scale=0.5
+            a, *_with_batch(rois, batch), 3, spatial_scale=0.5
         ),
     }
     v = rng.standard_normal(x.shape).astype(np.float32)
@@ -544,40 +500,31 @@ def test_max_gradient_is_adjoint_of_jvp():
     got = derivatives(jnp.asarray(x), jnp.asarray(v), w)
     for name, (jv, jtw) in got.items():
         assert _adjoint_gap(np.asarray(jv), w[name], v, jtw) < 1e-5, name
-    want = ov_roi_pool(x * 1e3 + v, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
-    want = want - 1e3 * ov_roi_pool(x, _with_batch(rois, batch), (3, 3), spatial_scale=0.5)
+    rows = _with_batch(rois, batch)
+    want = ov_roi_pool(x * 1e3 + v, *rows, 3, spatial_scale=0.5)
+    want = want - 1e3 * ov_roi_pool(x, *rows, 3, spatial_scale=0.5)
     np.testing.assert_allclose(np.asarray(got["roi_pool_max"][0]), want, atol=2e-2)
 
 
+# fmt: off
 BOX_SMOOTH = {
     "roi_align_asymmetric": lambda x, r: jaxpool.roi_align(
-        x, r[:, :4], np.array([0, 1, 0]), 2, sampling_ratio=2
-    ),
+        x, r[:, :4], np.array([0, 1, 0]), 2, sampling_ratio=2),
     "roi_align_half_pixel_for_nn": lambda x, r: jaxpool.roi_align(
-        x, r[:, :4], np.array([0, 1, 0]), (2, 3), sampling_ratio=1, aligned_mode="half_pixel_for_nn"
-    ),
+        x, r[:, :4], np.array([0, 1, 0]), (2, 3), sampling_ratio=1,
+        aligned_mode="half_pixel_for_nn"),
     "roi_align_half_pixel": lambda x, r: jaxpool.roi_align(
-        x, r[:, :4], np.array([1, 1, 0]), 2, sampling_ratio=1, aligned_mode="half_pixel"
-    ),
+        x, r[:, :4], np.array([1, 1, 0]), 2, sampling_ratio=1, aligned_mode="half_pixel"),
     "roi_align_rotated": lambda x, r: jaxpool.roi_align_rotated(
-        x,
-        jnp.concatenate([r[:, :2], r[:, 2:4] - r[:, :2], r[:, 4:]], 1),
-        np.array([0, 1, 0]),
-        2,
-        sampling_ratio=1,
-    ),
+        x, jnp.concatenate([r[:, :2], r[:, 2:4] - r[:, :2], r[:, 4:]], 1), np.array([0, 1, 0]),
+        2, sampling_ratio=1),
     "roi_pool_bilinear": lambda x, r: jaxpool.roi_pool(
-        x, jnp.concatenate([jnp.zeros_like(r[:, :1]), r[:, :4] / 12], 1), 3, method="bilinear"
-    ),
+        x, jnp.concatenate([jnp.zeros_like(r[:, :1]), r[:, :4] / 12], 1), 3, method="bilinear"),
     "psroi_pool_bilinear": lambda x, r: jaxpool.psroi_pool(
-        x[:, :4],
-        jnp.concatenate([jnp.ones_like(r[:, :1]), r[:, :4] / 12], 1),
-        1,
-        2,
-        mode="bilinear",
-        spatial_bins=2,
-    ),
+        x[:, :4], jnp.concatenate([jnp.ones_like(r[:, :1]), r[:, :4] / 12], 1), 1, 2,
+        mode="bilinear", spatial_bins=2),
 }
+# fmt: on
 
 
 def test_box_derivatives(x64):
@@ -625,26 +572,28 @@ def test_vmap_over_box_sets_and_images():
 
 
 def test_batch_index_outside_gives_zeros():
-    rng = np.random.default_rng(2)
-    x = features(rng, 3, 6, 6) + 10
+    """Boxes on images outside ``[0, N)`` give zeros (every op in one program); a batch index
+    of -1 ends PSROIPooling's list of boxes (the runtime's rule), so it comes last there."""
+    x = features(np.random.default_rng(2), 3, 6, 6) + 10
     rois = np.array([[0.0, 0.0, 4.0, 4.0]] * 4, np.float32)
     batch = np.array([-1, 2, 7, 1])
-    for mode in ("avg", "max"):
-        got = np.asarray(jaxpool.roi_align(x, rois, batch, 2, mode=mode))
-        assert np.all(got[:3] == 0) and np.all(got[3] > 0)
-    got = np.asarray(jaxpool.roi_align_rotated(x, np.c_[rois, np.zeros(4)], batch, 2))
-    assert np.all(got[:3] == 0) and np.all(got[3] > 0)
-    prois = np.c_[batch, rois].astype(np.float32)
-    for method in ("max", "bilinear"):
-        got = np.asarray(
-            jaxpool.roi_pool(
-                x, prois / [1, 6, 6, 6, 6] if method == "bilinear" else prois, 2, method=method
-            )
-        )
-        assert np.all(got[:3] == 0) and np.all(got[3] > 0)
-    # A batch index of -1 ends PSROIPooling's list of boxes (the runtime's rule): last here.
-    got = np.asarray(jaxpool.psroi_pool(x[:, :1], prois[[1, 2, 3, 0]], 1, 1))
-    assert np.all(got[[0, 1, 3]] == 0) and np.all(got[2] > 0)
+    rows = np.c_[batch, rois].astype(np.float32)
+
+    @jax.jit
+    def every(x):
+        return {
+            "roi_align_avg": jaxpool.roi_align(x, rois, batch, 2),
+            "roi_align_max": jaxpool.roi_align(x, rois, batch, 2, mode="max"),
+            "roi_align_rotated": jaxpool.roi_align_rotated(x, np.c_[rois, np.zeros(4)], batch, 2),
+            "roi_pool_max": jaxpool.roi_pool(x, rows, 2),
+            "roi_pool_bilinear": jaxpool.roi_pool(x, rows / [1, 6, 6, 6, 6], 2, method="bilinear"),
+            "psroi_pool": jaxpool.psroi_pool(x[:, :1], rows[[1, 2, 3, 0]], 1, 1),
+        }
+
+    for name, got in every(x).items():
+        live = 2 if name == "psroi_pool" else 3
+        assert np.all(np.asarray(got[live]) > 0), name
+        assert not np.delete(np.asarray(got), live, 0).any(), name
 
 
 def _indexed(r, b):
@@ -652,65 +601,80 @@ def _indexed(r, b):
     return jnp.concatenate([b[:, None].astype(r.dtype), r], 1)
 
 
-# Each ROI function of (x, boxes [R, 4], batch indices [R]), NCX, and its output channels and
-# size for an x of 8 channels.
+def _nxc(x):
+    return jnp.moveaxis(x, 1, -1)
+
+
+def _deformable(x, r, b, offsets=True, data_format="NCX"):
+    """Offsets that depend on the boxes: the gradient in the boxes includes the offsets'."""
+    o = jnp.broadcast_to(r[:, :1, None, None], (r.shape[0], 2, 3, 3)) if offsets else None
+    return jaxpool.deformable_psroi_pool(
+        x, _indexed(r, b), o, output_dim=2, group_size=2, data_format=data_format
+    )
+
+
+# Each ROI function of (NCX x of 8 channels, boxes [R, 4], batch indices [R]) and its output's
+# shape but the box count.
+# fmt: off
 EMPTY_CALLS = {
-    "roi_align": (lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)), 8, (3, 2)),
-    "roi_align_max": (lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"), 8, (2, 2)),
-    "roi_align_rotated": (
-        lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
-        8,
-        (3, 3),
-    ),
-    "roi_pool": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2), 8, (2, 2)),
-    "roi_pool_bilinear": (
-        lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
-        8,
-        (2, 2),
-    ),
-    "psroi_align": (lambda x, r, b: jaxpool.psroi_align(x, r, b, 2), 2, (2, 2)),
-    "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), 2, (2, 2)),
-    "psroi_pool_bilinear": (
-        lambda x, r, b: jaxpool.psroi_pool(
-            x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2
-        ),
-        2,
-        (2, 2),
-    ),
+    "roi_align": (lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)), (8, 3, 2)),
+    "roi_align_max": (lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"), (8, 2, 2)),
+    "roi_align_nxc": (lambda x, r, b: jaxpool.roi_align(_nxc(x), r, b, 2, data_format="NXC"),
+                      (2, 2, 8)),
+    "roi_align_rotated": (lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
+                          (8, 3, 3)),
+    "roi_pool": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2), (8, 2, 2)),
+    "roi_pool_bilinear": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
+                          (8, 2, 2)),
+    "psroi_align": (lambda x, r, b: jaxpool.psroi_align(x, r, b, 2), (2, 2, 2)),
+    "psroi_align_nxc": (lambda x, r, b: jaxpool.psroi_align(_nxc(x), r, b, 2, data_format="NXC"),
+                        (2, 2, 2)),
+    "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), (2, 2, 2)),
+    "psroi_pool_bilinear": (lambda x, r, b: jaxpool.psroi_pool(
+        x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2), (2, 2, 2)),
+    "deformable_psroi_pool": (_deformable, (2, 2, 2)),
+    "deformable_psroi_pool_nxc": (lambda x, r, b: _deformable(_nxc(x), r, b, data_format="NXC"),
+                                  (2, 2, 2)),
+    "deformable_psroi_pool_no_offsets": (lambda x, r, b: _deformable(x, r, b, False), (2, 2, 2)),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("n,r", [(0, 0), (0, 3), (2, 0)])
 def test_empty_inputs(n, r):
     """No images or no boxes: zeros of each op's output shape (every batch index is outside
-    ``[0, 0)``), eagerly, under ``jit`` and ``vmap``, with zero gradients: every op in one
-    program."""
+    ``[0, 0)``) in 16 and 32 bits, eagerly, under ``jit`` and ``vmap``, with zero gradients:
+    every op in one program."""
     x = jnp.ones((n, 8, 10, 10), jnp.bfloat16)
     rois = jnp.tile(jnp.array([[1.0, 1.0, 6.0, 5.0]]), (r, 1))
     batch = jnp.zeros((r,), jnp.int32)
 
     def every(x, rois, batch):
-        return {name: f(x, rois, batch) for name, (f, _, _) in EMPTY_CALLS.items()}
+        return {name: f(x, rois, batch) for name, (f, _) in EMPTY_CALLS.items()}
 
     def gradients(x, rois):
-        return {
-            name: jax.grad(lambda *a, f=f: f(*a, batch).astype(jnp.float32).sum(), (0, 1))(x, rois)
-            for name, (f, _, _) in EMPTY_CALLS.items()
-        }
+        out = {}
+        for name, (f, _) in EMPTY_CALLS.items():
+            y, pullback = jax.vjp(lambda *a, f=f: f(*a, batch), x, rois)
+            out[name] = y, *pullback(jnp.ones_like(y))
+        return out
 
     eager, jitted = every(x, rois, batch), jax.jit(every)(x, rois, batch)
     stacked = jax.jit(jax.vmap(every))(*(jnp.stack([a, a]) for a in (x, rois, batch)))
-    for name, (_, channels, size) in EMPTY_CALLS.items():
-        want = np.zeros((r, channels, *size), np.float32)
-        for got in (eager[name], jitted[name]):
-            assert got.dtype == jnp.bfloat16, name
+    wide = jax.jit(gradients)(x.astype(jnp.float32), rois)
+    for name, (_, shape) in EMPTY_CALLS.items():
+        want = np.zeros((r, *shape), np.float32)
+        for got, dtype in (
+            (eager[name], jnp.bfloat16),
+            (jitted[name], jnp.bfloat16),
+            (wide[name][0], jnp.float32),
+        ):
+            assert got.dtype == dtype, name
             np.testing.assert_array_equal(got.astype(np.float32), want, err_msg=name)
         assert stacked[name].shape == (2, *want.shape), name
-    for name, (gx, grois) in jax.jit(gradients)(x.astype(jnp.float32), rois).items():
+        _, gx, grois = wide[name]
         assert gx.shape == x.shape and grois.shape == rois.shape, name
         assert not np.any(np.asarray(gx)) and not np.any(np.asarray(grois)), name
-    nxc = jaxpool.roi_align(jnp.moveaxis(x, 1, -1), rois, batch, 2, data_format="NXC")
-    assert nxc.shape == (r, 2, 2, 8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -719,38 +683,17 @@ def test_empty_inputs(n, r):
 
 
 # (IR type, the runtime's op, its attributes)
+# fmt: off
 LAYERS = [
-    (
-        "ROIAlign",
-        "roi_align",
-        dict(
-            pooled_h=2,
-            pooled_w=3,
-            sampling_ratio=0,
-            spatial_scale=0.5,
-            mode="max",
-            aligned_mode="half_pixel_for_nn",
-        ),
-    ),
-    (
-        "ROIAlignRotated",
-        "roi_align_rotated",
-        dict(pooled_h=2, pooled_w=2, sampling_ratio=2, spatial_scale=0.5, clockwise_mode=True),
-    ),
+    ("ROIAlign", "roi_align", dict(**_pooled((2, 3), 0.5), sampling_ratio=0, mode="max",
+                                   aligned_mode="half_pixel_for_nn")),
+    ("ROIAlignRotated", "roi_align_rotated", dict(**_pooled(2, 0.5), sampling_ratio=2,
+                                                  clockwise_mode=True)),
     ("ROIPooling", "roi_pool", dict(output_roi=(3, 2), spatial_scale=0.5, method="max")),
-    (
-        "PSROIPooling",
-        "psroi_pool",
-        dict(
-            output_dim=2,
-            group_size=2,
-            spatial_scale=0.5,
-            spatial_bins_x=1,
-            spatial_bins_y=1,
-            mode="average",
-        ),
-    ),
+    ("PSROIPooling", "psroi_pool", dict(output_dim=2, group_size=2, spatial_scale=0.5,
+                                        spatial_bins_x=1, spatial_bins_y=1, mode="average")),
 ]
+# fmt: on
 
 
 def test_openvino_layers(tmp_path):
@@ -761,9 +704,9 @@ def test_openvino_layers(tmp_path):
     x = features(rng, 8, 9, 11)
     rois = np.abs(random_boxes(rng, 6, 9, 11, 0.5))
     batch = rng.integers(0, 2, 6)
-    boxes = {"roi_align": rois, "roi_align_rotated": _rotated(rois)}
+    boxes = {"roi_align": (rois, batch), "roi_align_rotated": _rotated(rois, batch)}
     for kind, op, attrs in LAYERS:
-        inputs = [boxes[op], batch] if op in boxes else [_with_batch(rois, batch)]
+        inputs = boxes.get(op, _with_batch(rois, batch))
         path = tmp_path / f"{kind}.xml"
         model = _model(op, x.shape, inputs[0].shape, tuple(attrs.items()))
         ov.save_model(model, str(path), compress_to_fp16=False)
@@ -800,5 +743,7 @@ def test_nan_box_gives_nan_for_that_box_alone():
             "roi_align_adaptive": (0, 1),
             "roi_align_rotated": (0,),
             "psroi_pool": (0, 2),
+            "psroi_align": (0,),
+            "deformable_psroi_pool": (1,),
         }
     )
