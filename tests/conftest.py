@@ -12,7 +12,13 @@ import os
 import pathlib
 import tempfile
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# Eight CPU devices for the sharding tests, and LLVM's optimization level 0 for XLA's CPU code:
+# compiling is most of a test's time, and without fast math (XLA's default) the floating point
+# is the same at every level.  `.ci/run` runs the serving and whole-program tiers (exported
+# programs, sharding, the benchmarks' checks) at XLA's default level, the one users compile at.
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
+)
 # Hypothesis keeps its files (a cache of constants, even without an example database) in
 # `.hypothesis/` of the working directory unless told otherwise: not in the checkout.
 os.environ.setdefault(
