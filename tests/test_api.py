@@ -150,6 +150,7 @@ def test_modules_take_the_functions_options(name):
     flax = [(n, kind, "NXC" if n == "data_format" else d) for n, kind, d in options]
     nnx = getattr(jaxpool.nn, name)
     assert [p for p in _described(nnx.__init__) if p[0] != "self"] == flax
+    assert _described(nnx) == flax  # help() and the API pages, past NNX's metaclass
     linen = getattr(jaxpool.nn.linen, name)
     fields = [
         (f.name, REQUIRED if f.default is dataclasses.MISSING else f.default)
