@@ -120,17 +120,19 @@ def copy_sources(app: Sphinx, config: object) -> None:
 
 
 def export_table() -> str:
-    """The Deploying page's table: one row per public op, from the exporter's own table."""
+    """The Deploying page's table: one row per public op, :func:`jaxpool.onnx.export_table`."""
+    import jaxpool.onnx
+
     try:
-        from jaxpool._src.interop import onnx_export
+        table = jaxpool.onnx.export_table()
     except ImportError as error:
         raise ExtensionError(
             f"jaxpool_docs: cannot import the ONNX exporter for its table ({error}); install "
             "the docs extra: pip install -e '.[docs]'"
         ) from error
     lines = ["| jaxpool op | Exports as | ONNX | What decides it |", "|---|---|---|---|"]
-    for row in onnx_export.TABLE:
-        cells = (f"`{row.op}`", row.export, row.onnx or "-", row.notes)
+    for op, exports, onnx, notes in table:
+        cells = (f"`{op}`", exports, onnx or "-", notes)
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -24,8 +24,7 @@ from jaxpool._src.unpool import max_unpool
 
 _AUTO_PADS = onnx_names.AUTO_PADS
 _ROI_ALIGN_MODES = onnx_names.ROI_ALIGN_TRANSFORMS
-# RoiAlign's mode -> the function and its mode (ONNX's max is an internal mode of roi_align's
-# program).
+# RoiAlign's mode -> function and mode (ONNX's max is an internal mode of roi_align's program).
 _ROI_ALIGN_POOLING = {
     onnx_mode: (roi_align_any_mode if mode == ONNX_MAX else roi_align, mode)
     for onnx_mode, mode in onnx_names.ROI_ALIGN_POOLING.items()
@@ -97,9 +96,7 @@ class Binder(NamedTuple):
     bind: Callable[[ONNXAttributes], Bound]
 
 
-# --------------------------------------------------------------------------------------------
 # The binders.
-# --------------------------------------------------------------------------------------------
 
 
 def _sliding(a: ONNXAttributes) -> Arguments:
@@ -241,9 +238,7 @@ def _roi_align(a: ONNXAttributes) -> Bound:
     return a.bind(fn, arguments, inputs=("x", "rois", "batch_indices"))
 
 
-# --------------------------------------------------------------------------------------------
 # The table: {op_type: binder}, for the default domain.
-# --------------------------------------------------------------------------------------------
 
 _SLIDING = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
 _ROI_ALIGN = (
@@ -366,9 +361,7 @@ def _attributes(node: Any, op_type: str) -> dict[str, Any]:
     return values
 
 
-# --------------------------------------------------------------------------------------------
 # The way back: jaxpool's ops as ONNX nodes, through jax2onnx (imported on first use).
-# --------------------------------------------------------------------------------------------
 
 
 def register_export() -> None:
@@ -387,17 +380,16 @@ def register_export() -> None:
 
 
 def export_table() -> tuple[tuple[str, str, str, str], ...]:
-    """How each public op exports, one row per op: ``(op, exports, onnx, notes)``, where
-    ``exports`` says whether it exports as a node, a composition of nodes or is refused,
-    ``onnx`` names the nodes and ``notes`` what decides it (a refused op's reason, as its error
-    gives it).  The docs' Deploying page prints this table.
+    """How each public op exports, a row per op: ``(op, exports, onnx, notes)``: as a node, a
+    composition of nodes or refused; the nodes; what decides it (a refusal's reason, as its
+    error gives it).  The Deploying page prints it.
 
     Raises:
-      ImportError: where jax2onnx is not installed (``pip install "jaxpool[export]"``).
+      ImportError: without jax2onnx (``pip install "jaxpool[export]"``).
     """
     from jaxpool._src.interop import onnx_export
 
-    return tuple(tuple(row) for row in onnx_export.TABLE)
+    return tuple((row.op, row.export, row.onnx, row.notes) for row in onnx_export.TABLE)
 
 
 def export(
@@ -418,8 +410,8 @@ def export(
     bins that are not one sliding window, index conventions and types the node lacks); NXC
     inputs are transposed to NCX around the node.  What ONNX cannot express (the ROI ops
     without an ONNX node, attributes without an ONNX counterpart) is refused with a
-    ``ValueError`` naming the op and the attribute.  The rest of ``fn`` is jax2onnx's.  The
-    module docstring of :mod:`jaxpool.onnx` lists each op's export.
+    ``ValueError`` naming the op and the attribute (:func:`export_table`, op by op).  The rest
+    of ``fn`` is jax2onnx's.
 
     Args:
       fn: the function to export; its arguments are arrays.
@@ -438,7 +430,7 @@ def export(
       The ``onnx.ModelProto``.
 
     Raises:
-      ImportError: where jax2onnx is not installed (``pip install "jaxpool[export]"``).
+      ImportError: without jax2onnx (``pip install "jaxpool[export]"``).
       ValueError: for an op or attribute that ONNX cannot express, naming both.
 
     Example:
