@@ -6,6 +6,7 @@ The tools keep their caches out of the checkout (a test writes nothing into it).
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import shutil
 import subprocess
@@ -48,3 +49,27 @@ def test_import_order_does_not_depend_on_a_build_folder(tmp_path, build_folder):
     command = [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "I", "."]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_modules_and_functions_stay_small():
+    """docs/design.md: no module of ``jaxpool/`` over 450 lines, no function body over 60
+    lines of code (lines neither blank, comment nor docstring)."""
+    large = []
+    for path in sorted((ROOT / "jaxpool").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        if len(lines) > 450:
+            large.append(f"{path.relative_to(ROOT)}: {len(lines)} lines")
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            skip = set()
+            if ast.get_docstring(node) is not None:
+                skip = set(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+            code = [
+                line
+                for number, line in enumerate(lines[node.lineno - 1 : node.end_lineno], node.lineno)
+                if number not in skip and line.strip() and not line.strip().startswith("#")
+            ]
+            if len(code) > 60:
+                large.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {len(code)}")
+    assert not large, large
