@@ -23,10 +23,6 @@ import pytest
 import jaxpool
 from jaxpool._src import dispatch
 
-# --------------------------------------------------------------------------------------------
-# Helpers.
-# --------------------------------------------------------------------------------------------
-
 
 def _nbytes(tree) -> int:
     return sum(
@@ -40,18 +36,12 @@ def _temp_bytes(fn, *args) -> int:
     return int(memory.temp_size_in_bytes)
 
 
-def _grad(fn):
-    """``x, ct -> d sum(fn(x) * ct) / dx`` (``fn`` returns the values only)."""
-    return jax.grad(lambda x, ct: jnp.sum(fn(x) * ct))
+def _window(fn, kernel, strides, pad, **attrs):
+    return lambda x, df, **kw: fn(x, kernel, strides, pad, pad, data_format=df, **attrs, **kw)
 
 
-def _nxc(shape):
-    return (shape[0], *shape[2:], shape[1])
-
-
-def _input(ncx_shape, data_format):
-    shape = ncx_shape if data_format == "NCX" else _nxc(ncx_shape)
-    return jax.ShapeDtypeStruct(shape, jnp.float32)
+def _adaptive(fn, output_size, **attrs):
+    return lambda x, df, **kw: fn(x, output_size, data_format=df, **attrs, **kw)
 
 
 # (id, NCX shape, kernel, strides, pad): padded and unpadded 2-D, 3-D and 1-D.
@@ -70,151 +60,91 @@ ADAPTIVE = [
     ("3d-20to6", (2, 16, 20, 20, 20), 6),
     ("1d-100to7", (8, 32, 100), 7),
 ]
-LAYOUTS = ["NCX", "NXC"]
+# (id, op(x, data_format, **kwargs), NCX shape, backward): the scratch a forward+backward pass
+# may use besides the input: the indices of the op's ``return_indices=True`` call
+# ("indices"), nothing more ("input"), or no backward pass checked (None).
+MEMORY = [
+    row
+    for name, shape, k, s, p in WINDOWS
+    for row in (
+        (f"max_pool-values-{name}", _window(jaxpool.max_pool, k, s, p), shape, "indices"),
+        (
+            f"max_pool-indices-{name}",
+            _window(jaxpool.max_pool, k, s, p, return_indices=True),
+            shape,
+            None,
+        ),
+        (f"avg_pool-include_pad-{name}", _window(jaxpool.avg_pool, k, s, p), shape, "input"),
+        (
+            f"avg_pool-exclude_pad-{name}",
+            _window(jaxpool.avg_pool, k, s, p, exclude_pad=True),
+            shape,
+            "input",
+        ),
+    )
+] + [
+    row
+    for name, shape, size in ADAPTIVE
+    for row in (
+        (
+            f"adaptive_max_pool-values-{name}",
+            _adaptive(jaxpool.adaptive_max_pool, size),
+            shape,
+            "indices",
+        ),
+        (
+            f"adaptive_max_pool-indices-{name}",
+            _adaptive(jaxpool.adaptive_max_pool, size, return_indices=True),
+            shape,
+            None,
+        ),
+        (f"adaptive_avg_pool-{name}", _adaptive(jaxpool.adaptive_avg_pool, size), shape, "input"),
+    )
+]
 
-window_cases = pytest.mark.parametrize(
-    "shape, kernel, strides, pad", [w[1:] for w in WINDOWS], ids=[w[0] for w in WINDOWS]
-)
-adaptive_cases = pytest.mark.parametrize(
-    "shape, output_size", [a[1:] for a in ADAPTIVE], ids=[a[0] for a in ADAPTIVE]
-)
-layouts = pytest.mark.parametrize("data_format", LAYOUTS)
-
-
-# Guards that the current code does not meet yet, by backend and test id.  There each is
-# expected to fail (strict: once a change makes one pass, its entry must go, so the guard holds
-# from then on).  A backend without entries applies every guard.
-_PER_AXIS = "per-axis intermediate"
-_PER_AXIS_PAIRS = "per-axis (value, position)"
+# Guards that the current code does not meet yet, by backend and row, in both layouts.  There
+# each is expected to fail (strict: once a change makes one pass, its entry must go, so the
+# guard holds from then on).  A backend without entries applies every guard.
 KNOWN_MISSES = {
     "cpu": {
         # With several pooled axes whose bins form several short runs, adaptive pools reduce
         # one axis at a time and keep the partly reduced intermediate (plus, with indices, its
         # positions).
-        **{
-            f"test_adaptive_max_pool_temp_memory[values-{df}-3d-20to6]": _PER_AXIS for df in LAYOUTS
-        },
-        **{
-            f"test_adaptive_max_pool_temp_memory[indices-{df}-3d-20to6]": _PER_AXIS_PAIRS
-            for df in LAYOUTS
-        },
-        **{f"test_adaptive_avg_pool_temp_memory[{df}-3d-20to6]": _PER_AXIS for df in LAYOUTS},
+        "adaptive_max_pool-values-3d-20to6": "per-axis intermediate",
+        "adaptive_max_pool-indices-3d-20to6": "per-axis (value, position)",
+        "adaptive_avg_pool-3d-20to6": "per-axis intermediate",
     },
 }
 
 
-@pytest.fixture(autouse=True)
-def _known_misses(request):
-    reason = KNOWN_MISSES.get(jax.default_backend(), {}).get(request.node.name)
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("name,op,shape,backward", MEMORY, ids=[row[0] for row in MEMORY])
+def test_temp_memory(name, op, shape, backward, data_format, request):
+    """A forward pass uses at most its output as scratch, a forward+backward pass at most the
+    input plus the indices."""
+    reason = KNOWN_MISSES.get(jax.default_backend(), {}).get(name)
     if reason is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if data_format == "NXC":
+        shape = (shape[0], *shape[2:], shape[1])
+    x = jax.ShapeDtypeStruct(shape, jnp.float32)
 
+    def fn(x):
+        return op(x, data_format)
 
-def _check_forward(fn, x, what):
-    out = jax.eval_shape(fn, x)
-    temp, limit = _temp_bytes(fn, x), _nbytes(out)
+    temp, limit = _temp_bytes(fn, x), _nbytes(jax.eval_shape(fn, x))
+    assert temp <= limit, f"{name}: XLA temp memory {temp} bytes exceeds the output's {limit}"
+    if backward is None:
+        return
+    indices = 0
+    if backward == "indices":
+        indices = _nbytes(jax.eval_shape(lambda x: op(x, data_format, return_indices=True)[1], x))
+    grad = jax.grad(lambda x, ct: jnp.sum(fn(x) * ct))
+    temp, limit = _temp_bytes(grad, x, jax.eval_shape(fn, x)), _nbytes(x) + indices
     assert temp <= limit, (
-        f"{what}: XLA temp memory {temp} bytes exceeds the output size {limit} bytes "
-        f"(input {_nbytes(x)} bytes)"
+        f"grad of {name}: XLA temp memory {temp} bytes exceeds input + indices {limit} bytes "
+        f"(indices {indices} bytes)"
     )
-
-
-def _check_backward(fn, x, indices_bytes, what):
-    ct = jax.eval_shape(fn, x)
-    temp = _temp_bytes(_grad(fn), x, ct)
-    limit = _nbytes(x) + indices_bytes
-    assert temp <= limit, (
-        f"{what}: XLA temp memory {temp} bytes exceeds input + indices {limit} bytes "
-        f"(input {_nbytes(x)} bytes, indices {indices_bytes} bytes)"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# (a) Memory.
-# --------------------------------------------------------------------------------------------
-
-
-@window_cases
-@layouts
-@pytest.mark.parametrize("return_indices", [False, True], ids=["values", "indices"])
-def test_max_pool_forward_temp_memory(shape, kernel, strides, pad, data_format, return_indices):
-    x = _input(shape, data_format)
-
-    def fn(x):
-        return jaxpool.max_pool(
-            x, kernel, strides, pad, pad, data_format=data_format, return_indices=return_indices
-        )
-
-    _check_forward(fn, x, f"max_pool {shape} k{kernel} s{strides} p{pad} {data_format}")
-
-
-@window_cases
-@layouts
-def test_max_pool_backward_temp_memory(shape, kernel, strides, pad, data_format):
-    x = _input(shape, data_format)
-
-    def fn(x):
-        return jaxpool.max_pool(x, kernel, strides, pad, pad, data_format=data_format)
-
-    _, indices = jax.eval_shape(
-        lambda x: jaxpool.max_pool(
-            x, kernel, strides, pad, pad, data_format=data_format, return_indices=True
-        ),
-        x,
-    )
-    _check_backward(
-        fn,
-        x,
-        _nbytes(indices),
-        f"grad of max_pool {shape} k{kernel} s{strides} p{pad} {data_format}",
-    )
-
-
-@window_cases
-@layouts
-@pytest.mark.parametrize("exclude_pad", [False, True], ids=["include_pad", "exclude_pad"])
-def test_avg_pool_temp_memory(shape, kernel, strides, pad, data_format, exclude_pad):
-    x = _input(shape, data_format)
-
-    def fn(x):
-        return jaxpool.avg_pool(
-            x, kernel, strides, pad, pad, exclude_pad=exclude_pad, data_format=data_format
-        )
-
-    what = f"avg_pool {shape} k{kernel} s{strides} p{pad} {data_format} exclude_pad={exclude_pad}"
-    _check_forward(fn, x, what)
-    _check_backward(fn, x, 0, f"grad of {what}")
-
-
-@adaptive_cases
-@layouts
-@pytest.mark.parametrize("return_indices", [False, True], ids=["values", "indices"])
-def test_adaptive_max_pool_temp_memory(shape, output_size, data_format, return_indices):
-    x = _input(shape, data_format)
-
-    def fn(x, return_indices=return_indices):
-        return jaxpool.adaptive_max_pool(
-            x, output_size, data_format=data_format, return_indices=return_indices
-        )
-
-    what = f"adaptive_max_pool {shape} -> {output_size} {data_format}"
-    _check_forward(fn, x, what)
-    if not return_indices:
-        _, indices = jax.eval_shape(lambda x: fn(x, return_indices=True), x)
-        _check_backward(fn, x, _nbytes(indices), f"grad of {what}")
-
-
-@adaptive_cases
-@layouts
-def test_adaptive_avg_pool_temp_memory(shape, output_size, data_format):
-    x = _input(shape, data_format)
-
-    def fn(x):
-        return jaxpool.adaptive_avg_pool(x, output_size, data_format=data_format)
-
-    what = f"adaptive_avg_pool {shape} -> {output_size} {data_format}"
-    _check_forward(fn, x, what)
-    _check_backward(fn, x, 0, f"grad of {what}")
 
 
 # --------------------------------------------------------------------------------------------

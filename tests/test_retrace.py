@@ -38,18 +38,6 @@ def _count():
         jax.monitoring.unregister_event_duration_listener(listener)
 
 
-def _assert_no_recompile(calls):
-    """The first call may trace and compile; every later one (equal attributes) must not."""
-    jax.block_until_ready(calls[0]())
-    for i, call in enumerate(calls[1:], 1):
-        with _count() as events:
-            jax.block_until_ready(call())
-        assert not events, (
-            f"call {i} with equivalent attributes traced {events.count(_TRACE)} and compiled "
-            f"{events.count(_COMPILE)} times"
-        )
-
-
 def _tie_free(shape, seed=0):
     rng = np.random.default_rng(seed)
     return (rng.permutation(int(np.prod(shape))).reshape(shape) / 4 - 3).astype(np.float32)
@@ -67,171 +55,116 @@ def test_counter_sees_compilations():
     assert events.count(_TRACE) >= 1 and events.count(_COMPILE) >= 1
 
 
-# --------------------------------------------------------------------------------------------
-# Public calls with equivalent attributes.
-# --------------------------------------------------------------------------------------------
+def _s(*args, **kwargs):
+    """One spelling of an op's attributes."""
+    return args, kwargs
 
 
-@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-def test_max_pool_equivalent_attributes_do_not_recompile(data_format):
-    x = jnp.asarray(
-        np.random.default_rng(0).standard_normal(
-            (2, 3, 12, 10) if data_format == "NCX" else (2, 12, 10, 3), dtype=np.float32
-        )
-    )
-    df = data_format
-    forms = [
-        lambda: jaxpool.max_pool(x, 2, data_format=df),
-        lambda: jaxpool.max_pool(x, (2, 2), data_format=df),
-        lambda: jaxpool.max_pool(x, [2, 2], (2, 2), data_format=df),
-        lambda: jaxpool.max_pool(x, np.array([2, 2]), 2, 0, (0, 0), dilations=1, data_format=df),
-        lambda: jaxpool.max_pool(
-            x,
-            (np.int64(2), 2),
-            None,
-            None,
-            None,
-            dilations=(1, 1),
-            rounding_type="floor",
-            auto_pad="explicit",
-            data_format=df,
-        ),
-    ]
-    _assert_no_recompile(forms)
-    with_indices = [
-        lambda: jaxpool.max_pool(x, 3, 2, 1, 1, data_format=df, return_indices=True),
-        lambda: jaxpool.max_pool(
-            x,
-            (3, 3),
-            (2, 2),
-            (1, 1),
-            [1, 1],
-            data_format=df,
-            return_indices=True,
-            axis=0,
-            index_element_type=None,
-        ),
-        lambda: jaxpool.max_pool(
-            x, 3, 2, 1, 1, data_format=df, return_indices=True, axis=-4, index_element_type="i32"
-        ),
-        lambda: jaxpool.max_pool(
-            x, 3, 2, 1, 1, data_format=df, return_indices=True, index_element_type=jnp.int32
-        ),
-    ]
-    _assert_no_recompile(with_indices)
-
-
-def test_max_pool_gradient_does_not_recompile():
-    x = jnp.asarray(np.random.default_rng(1).standard_normal((2, 3, 12, 10), dtype=np.float32))
-
-    def loss(x, kernel):
-        return jnp.sum(jaxpool.max_pool(x, kernel, 2, 1, 1))
-
-    grad = jax.grad(loss)
-    _assert_no_recompile([lambda: grad(x, 3), lambda: grad(x, (3, 3)), lambda: grad(x, 3)])
-
-
-def test_avg_pool_equivalent_attributes_do_not_recompile():
-    x = jnp.asarray(np.random.default_rng(2).standard_normal((2, 9, 7, 3), dtype=np.float32))
-    _assert_no_recompile(
-        [
-            lambda: jaxpool.avg_pool(x, 3, 2, 1, 1, data_format="NXC"),
-            lambda: jaxpool.avg_pool(
-                x, (3, 3), (2, 2), (1, 1), (1, 1), data_format="NXC", exclude_pad=False
-            ),
-            lambda: jaxpool.avg_pool(
-                x,
-                [3, 3],
-                2,
-                [1, 1],
-                1,
-                rounding_type="floor",
-                auto_pad="explicit",
-                data_format="NXC",
-            ),
-        ]
-    )
-
-
-def test_adaptive_equivalent_attributes_do_not_recompile():
-    x = jnp.asarray(np.random.default_rng(3).standard_normal((2, 3, 11, 9), dtype=np.float32))
-    _assert_no_recompile(
-        [
-            lambda: jaxpool.adaptive_avg_pool(x, 4),
-            lambda: jaxpool.adaptive_avg_pool(x, (4, 4)),
-            lambda: jaxpool.adaptive_avg_pool(x, [4, 4], data_format="NCX"),
-            lambda: jaxpool.adaptive_avg_pool(x, np.array([4, 4])),
-        ]
-    )
-    _assert_no_recompile(
-        [
-            lambda: jaxpool.adaptive_max_pool(x, (4, None), return_indices=True),
-            lambda: jaxpool.adaptive_max_pool(x, [4, 9], return_indices=True),
-            lambda: jaxpool.adaptive_max_pool(
-                x, (4, 9), return_indices=True, index_element_type="i32"
-            ),
-        ]
-    )
-
-
-def test_max_unpool_equivalent_attributes_do_not_recompile():
-    x = jnp.asarray(np.random.default_rng(4).standard_normal((2, 3, 8, 6), dtype=np.float32))
-    y, indices = jaxpool.max_pool(x, 2, return_indices=True, axis=2)
-    _assert_no_recompile(
-        [
-            lambda: jaxpool.max_unpool(y, indices, (2, 3, 8, 6), axis=2),
-            lambda: jaxpool.max_unpool(y, indices, [2, 3, 8, 6], axis=-2),
-            lambda: jaxpool.max_unpool(y, indices, x.shape, axis=2, data_format="NCX"),
-        ]
-    )
-
-
-# Spellings of the same attributes: an int and the tuple it means, lists, NumPy scalars and
-# arrays, defaults given explicitly.
+_MAX = [
+    _s(2),
+    _s((2, 2)),
+    _s([2, 2], (2, 2)),
+    _s([2, 2], [2, 2]),
+    _s(np.array([2, 2]), 2, 0, (0, 0), dilations=1),
+    _s(np.int64(2), None, 0, (0, 0), dilations=1),
+    _s((np.int64(2), 2), None, None, None, dilations=(1, 1), rounding_type="floor"),
+    _s(np.array([2, 2]), rounding_type="floor", auto_pad="explicit"),
+]
+_INDICES = [
+    _s(3, 2, 1, 1),
+    _s((3, 3), (2, 2), (1, 1), [1, 1], axis=0, index_element_type=None),
+    _s(3, 2, 1, 1, axis=-4, index_element_type="i32"),
+    _s(3, 2, 1, 1, index_element_type=jnp.int32),
+]
+_ADAPTIVE = [_s(4), _s((4, None)), _s([4, 4]), _s(np.array([4, 4])), _s((np.int64(4), 4))]
+NCX, NXC = (2, 3, 12, 10), (2, 12, 10, 3)
+# name -> (op, input shape, keyword arguments of every call, spellings of the same attributes:
+# an int and the tuple it means, lists, NumPy scalars and arrays, defaults given explicitly)
 EQUAL_CALLS = {
-    "max_pool": [
-        lambda x: jaxpool.max_pool(x, 2),
-        lambda x: jaxpool.max_pool(x, (2, 2)),
-        lambda x: jaxpool.max_pool(x, [2, 2], [2, 2]),
-        lambda x: jaxpool.max_pool(x, np.int64(2), None, 0, (0, 0), dilations=1),
-        lambda x: jaxpool.max_pool(
-            x, np.array([2, 2]), rounding_type="floor", auto_pad="explicit", data_format="NCX"
-        ),
-    ],
-    "avg_pool": [
-        lambda x: jaxpool.avg_pool(x, 3, 1, 1, 1),
-        lambda x: jaxpool.avg_pool(x, (3, 3), [1, 1], (1, 1), np.array([1, 1])),
-        lambda x: jaxpool.avg_pool(x, [3, np.int32(3)], 1, 1, 1, exclude_pad=False),
-    ],
-    "adaptive_max_pool": [
-        lambda x: jaxpool.adaptive_max_pool(x, 3, return_indices=True),
-        lambda x: jaxpool.adaptive_max_pool(x, (3, 3), return_indices=True),
-        lambda x: jaxpool.adaptive_max_pool(x, np.array([3, 3]), return_indices=True),
-    ],
-    "adaptive_avg_pool": [
-        lambda x: jaxpool.adaptive_avg_pool(x, 3),
-        lambda x: jaxpool.adaptive_avg_pool(x, [3, 3]),
-        lambda x: jaxpool.adaptive_avg_pool(x, (np.int64(3), 3), data_format="NCX"),
-    ],
+    "max_pool NCX": (jaxpool.max_pool, NCX, {}, _MAX),
+    "max_pool NXC": (jaxpool.max_pool, NXC, dict(data_format="NXC"), _MAX),
+    "max_pool indices NCX": (jaxpool.max_pool, NCX, dict(return_indices=True), _INDICES),
+    "max_pool indices NXC": (
+        jaxpool.max_pool,
+        NXC,
+        dict(return_indices=True, data_format="NXC"),
+        _INDICES,
+    ),
+    "max_pool gradient": (
+        lambda x, *a: jax.grad(lambda x: jnp.sum(jaxpool.max_pool(x, *a)))(x),
+        NCX,
+        {},
+        [_s(3, 2, 1, 1), _s((3, 3), 2, 1, 1), _s(3, (2, 2), [1, 1], 1)],
+    ),
+    "avg_pool NCX": (
+        jaxpool.avg_pool,
+        (2, 3, 6, 6),
+        {},
+        [
+            _s(3, 1, 1, 1),
+            _s((3, 3), [1, 1], (1, 1), np.array([1, 1])),
+            _s([3, np.int32(3)], 1, 1, 1, exclude_pad=False),
+        ],
+    ),
+    "avg_pool NXC": (
+        jaxpool.avg_pool,
+        (2, 9, 7, 3),
+        dict(data_format="NXC"),
+        [
+            _s(3, 2, 1, 1),
+            _s((3, 3), (2, 2), (1, 1), (1, 1), exclude_pad=False),
+            _s([3, 3], 2, [1, 1], 1, rounding_type="floor", auto_pad="explicit"),
+        ],
+    ),
+    "adaptive_avg_pool": (jaxpool.adaptive_avg_pool, (2, 3, 11, 4), {}, _ADAPTIVE),
+    "adaptive_max_pool": (
+        jaxpool.adaptive_max_pool,
+        (2, 3, 11, 4),
+        dict(return_indices=True),
+        [*_ADAPTIVE, _s((4, 4), data_format="NCX", index_element_type="i32")],
+    ),
 }
 
 
 @pytest.mark.parametrize("name", list(EQUAL_CALLS))
-def test_equal_static_arguments_never_retrace(name):
-    calls = EQUAL_CALLS[name]
-    x = _tie_free((2, 3, 6, 6))
-    x2 = _tie_free((2, 3, 6, 6), seed=1)
-    expected = calls[0](x)  # the first call traces and compiles
+def test_equal_attributes_neither_retrace_nor_recompile(name):
+    """The first call traces and compiles; every spelling after it, on the same input and on
+    new values of its shape, gives the same result with neither."""
+    fn, shape, common, spellings = EQUAL_CALLS[name]
+    x, x2 = jnp.asarray(_tie_free(shape)), jnp.asarray(_tie_free(shape, seed=1))
+    calls = [lambda x, a=a, k=k: fn(x, *a, **common, **k) for a, k in spellings]
+    expected = jax.block_until_ready(calls[0](x))
     with _count() as events:
         for call in calls:
             _assert_tree_equal(call(x), expected)
-            call(x2)
-    assert events.count(_TRACE) == 0, (
-        f"{events.count(_TRACE)} retraces for equal attributes of {name}"
+            jax.block_until_ready(call(x2))
+    assert not events, (
+        f"{name}: equivalent attributes traced {events.count(_TRACE)} and compiled "
+        f"{events.count(_COMPILE)} times"
     )
 
-    # Under a user's jit, equal (hashable) static arguments hit the cache too.
+
+def test_max_unpool_never_retraces():
+    x = _tie_free((2, 3, 8, 6))
+    shapes = (x.shape, list(x.shape), np.array(x.shape), tuple(map(np.int64, x.shape)))
+    for axis, other in ((0, -4), (2, -2)):
+        y, i = jaxpool.max_pool(x, 2, return_indices=True, axis=axis)
+        expected = jax.block_until_ready(jaxpool.max_unpool(y, i, x.shape, axis=axis))
+        y2 = jax.block_until_ready(y * 2)
+        with _count() as events:
+            for shape in shapes:
+                _assert_tree_equal(jaxpool.max_unpool(y, i, shape, axis=axis), expected)
+                jax.block_until_ready(
+                    jaxpool.max_unpool(y2, i, shape, axis=other, data_format="NCX")
+                )
+        assert not events, f"axis={axis}: {events}"
+
+
+@pytest.mark.parametrize("name", ["max_pool", "avg_pool", "adaptive_max_pool", "adaptive_avg_pool"])
+def test_user_jit_with_equal_static_arguments_traces_once(name):
+    """Under a user's jit, equal (hashable) static arguments hit the cache."""
     fn = getattr(jaxpool, name)
+    x = _tie_free((2, 3, 6, 6))
     chex.clear_trace_counter()
 
     @jax.jit
@@ -239,32 +172,13 @@ def test_equal_static_arguments_never_retrace(name):
     def pooled(x):
         return fn(x, 3)
 
-    for v in (x, x2, x * 2):
+    for v in (x, x + 1, x * 2):
         pooled(v)
-    traced = chex.assert_max_traces(lambda x, size: fn(x, size), n=2)
-    jitted = jax.jit(traced, static_argnums=1)
+    jitted = jax.jit(chex.assert_max_traces(lambda x, size: fn(x, size), n=2), static_argnums=1)
     for size in (3, (3, 3), 3, tuple([3, 3])):
         jitted(x, size)
     with pytest.raises(AssertionError):
         jitted(x, 2)
-
-
-def test_max_unpool_never_retraces():
-    x = _tie_free((2, 3, 6, 6))
-    y, i = jaxpool.max_pool(x, 2, return_indices=True)
-    expected = jaxpool.max_unpool(y, i, x.shape, axis=0)
-    y2 = y * 2
-    with _count() as events:
-        spellings = (x.shape, list(x.shape), np.array(x.shape), tuple(map(np.int64, x.shape)))
-        for shape in spellings:
-            _assert_tree_equal(jaxpool.max_unpool(y, i, shape, axis=0), expected)
-            jaxpool.max_unpool(y2, i, shape, axis=-4, data_format="NCX")
-    assert events.count(_TRACE) == 0
-
-
-# --------------------------------------------------------------------------------------------
-# A user's jitted function traces once.
-# --------------------------------------------------------------------------------------------
 
 
 def test_jitted_caller_traces_once():
@@ -287,32 +201,22 @@ def test_jitted_caller_traces_once():
         jax.block_until_ready(step(x))
 
 
-def test_avg_pool_under_vmap_and_jvp_traces_once():
-    x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 2, 3, 6, 5)), jnp.float32)
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def f(v):
-        return jaxpool.avg_pool(v, 2, 1, 1, 0)
-
-    batched = jax.vmap(f)(x)
-    np.testing.assert_allclose(batched[1], f(x[1]), rtol=1e-6)
-    f(x[0] + 1.0)
-    y, tangent = jax.jvp(f, (x[0],), (jnp.ones_like(x[0]),))
-    np.testing.assert_allclose(tangent, f(jnp.ones_like(x[0])), rtol=1e-6)
-
-
-def test_adaptive_pools_under_vmap_and_jvp_trace_once():
+def test_avg_and_adaptive_pools_under_vmap_and_jvp_trace_once():
     x = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2, 2, 9, 7)), jnp.float32)
 
     @jax.jit
     @chex.assert_max_traces(n=1)
     def f(v):
-        return jaxpool.adaptive_max_pool(v, (4, 3)), jaxpool.adaptive_avg_pool(v, (4, 3))
+        return (
+            jaxpool.avg_pool(v, 2, 1, 1, 0),
+            jaxpool.adaptive_max_pool(v, (4, 3)),
+            jaxpool.adaptive_avg_pool(v, (4, 3)),
+        )
 
-    batched = jax.vmap(f)(x)
-    for b, single in zip(batched, f(x[1]), strict=True):
+    for b, single in zip(jax.vmap(f)(x), f(x[1]), strict=True):
         np.testing.assert_allclose(b[1], single, rtol=1e-6)
     f(x[0] + 1.0)
-    (_, avg), (_, avg_dot) = jax.jvp(f, (x[0],), (jnp.ones_like(x[0]),))
-    np.testing.assert_allclose(avg_dot, jnp.ones_like(avg), rtol=1e-6)
+    ones = jnp.ones_like(x[0])
+    (avg, _, adaptive), (avg_dot, _, adaptive_dot) = jax.jvp(f, (x[0],), (ones,))
+    np.testing.assert_allclose(avg_dot, f(ones)[0], rtol=1e-6)  # the average is linear
+    np.testing.assert_allclose(adaptive_dot, jnp.ones_like(adaptive), rtol=1e-6)

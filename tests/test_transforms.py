@@ -23,25 +23,18 @@ import pytest
 import jaxpool
 
 OPS = {
-    "max_pool": ("max_pool", lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True)),
-    "max_pool-ceil-dilated": (
-        "max_pool",
-        lambda x: jaxpool.max_pool(
-            x, 2, 2, 0, 1, dilations=2, rounding_type="ceil", return_indices=True, axis=2
-        ),
+    "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
+    "max_pool-ceil-dilated": lambda x: jaxpool.max_pool(
+        x, 2, 2, 0, 1, dilations=2, rounding_type="ceil", return_indices=True, axis=2
     ),
-    "avg_pool": ("avg_pool", lambda x: (jaxpool.avg_pool(x, 3, 2, 1, 1),)),
-    "avg_pool-exclude": (
-        "avg_pool",
-        lambda x: (jaxpool.avg_pool(x, 3, 2, 1, 2, exclude_pad=True, rounding_type="ceil"),),
+    "avg_pool": lambda x: (jaxpool.avg_pool(x, 3, 2, 1, 1),),
+    "avg_pool-exclude": lambda x: (
+        jaxpool.avg_pool(x, 3, 2, 1, 2, exclude_pad=True, rounding_type="ceil"),
     ),
-    "adaptive_max_pool": (
-        "adaptive_max_pool",
-        lambda x: jaxpool.adaptive_max_pool(x, (2, 3), return_indices=True),
-    ),
-    "adaptive_avg_pool": ("adaptive_avg_pool", lambda x: (jaxpool.adaptive_avg_pool(x, (2, 3)),)),
+    "adaptive_max_pool": lambda x: jaxpool.adaptive_max_pool(x, (2, 3), return_indices=True),
+    "adaptive_avg_pool": lambda x: (jaxpool.adaptive_avg_pool(x, (2, 3)),),
     # max_unpool is linear in its first argument; its indices come from a fixed max pool.
-    "max_unpool": ("max_unpool", None),
+    "max_unpool": None,
 }
 SHAPE = (2, 3, 5, 6)
 
@@ -53,9 +46,8 @@ def _tie_free(shape, dtype=np.float32, seed=0):
 
 def _op(op, shape=SHAPE):
     """``(fn, x)``: ``fn(x)`` returns a tuple whose first entry is differentiable in ``x``."""
-    name, fn = OPS[op]
-    if name != "max_unpool":
-        return fn, _tie_free(shape)
+    if op != "max_unpool":
+        return OPS[op], _tie_free(shape)
     _, indices = jaxpool.max_pool(_tie_free(shape), 3, 2, 1, 1, return_indices=True, axis=2)
     indices = np.asarray(indices)
 
@@ -74,9 +66,15 @@ def _assert_tree_equal(a, b):
 
 
 @pytest.mark.parametrize("op", list(OPS))
-def test_vmap_any_axis_and_nested(op):
+def test_vmap_checkpoint_scan_donation_and_export_equal_the_plain_call(op):
     fn, x = _op(op)
-    stacked = np.stack([x, x[::-1] * 2, -x], axis=1)  # the new axis is 1
+    plain = fn(x)
+
+    def loss(x):
+        return jnp.sum(jnp.sin(_first(fn)(x)))
+
+    # vmap over axis 1, nested vmap, and the vmap of the gradient, against a loop.
+    stacked = np.stack([x, x[::-1] * 2, -x], axis=1)
     out = jax.vmap(fn, in_axes=1)(stacked)
     for k, o in enumerate(out):
         for j in range(stacked.shape[1]):
@@ -84,49 +82,25 @@ def test_vmap_any_axis_and_nested(op):
     nested = jax.vmap(jax.vmap(fn, in_axes=1), in_axes=2, out_axes=1)(stacked[:, :, None])
     for o, e in zip(nested, out, strict=False):
         np.testing.assert_array_equal(np.asarray(o[:, 0]), np.asarray(e))
-
-
-@pytest.mark.parametrize("op", list(OPS))
-def test_vmap_of_grad(op):
-    fn, x = _op(op)
     xs = np.stack([x, x * 3 - 1])
     grad = jax.grad(lambda x: jnp.sum(_first(fn)(x) ** 2))
     batched = jax.vmap(grad)(xs)
     for j in range(2):
         np.testing.assert_allclose(np.asarray(batched[j]), np.asarray(grad(xs[j])), rtol=1e-6)
 
-
-@pytest.mark.parametrize("op", list(OPS))
-def test_jit_with_donation(op):
-    fn, x = _op(op)
-    expected = fn(x)
-
-    def step(x):
-        return x * 2, fn(x)  # x's buffer is reused for x * 2
-
+    # jit with the input donated: its buffer is reused for x * 2.
     donated = jnp.array(x)
-    doubled, out = jax.jit(step, donate_argnums=0)(donated)
+    doubled, out = jax.jit(lambda x: (x * 2, fn(x)), donate_argnums=0)(donated)
     assert donated.is_deleted()
     np.testing.assert_array_equal(np.asarray(doubled), x * 2)
-    _assert_tree_equal(out, expected)
+    _assert_tree_equal(out, plain)
 
-
-@pytest.mark.parametrize("op", list(OPS))
-def test_checkpoint(op):
-    fn, x = _op(op)
-
-    def loss(x):
-        return jnp.sum(jnp.sin(_first(fn)(x)))
-
-    _assert_tree_equal(jax.checkpoint(fn)(x), fn(x))
+    _assert_tree_equal(jax.checkpoint(fn)(x), plain)
     np.testing.assert_allclose(
         np.asarray(jax.grad(jax.checkpoint(loss))(x)), np.asarray(jax.grad(loss)(x)), rtol=1e-6
     )
 
-
-@pytest.mark.parametrize("op", list(OPS))
-def test_scan_body(op):
-    fn, x = _op(op)
+    # A scan body, its carry and its gradient.
     xs = np.stack([x, -x, x / 2])
 
     def body(carry, x):
@@ -143,13 +117,18 @@ def test_scan_body(op):
             np.asarray(grad[j]), np.asarray(jax.grad(lambda v: jnp.sum(fn(v)[0]))(xs[j])), rtol=1e-6
         )
 
+    exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct(x.shape, x.dtype))
+    restored = jax.export.deserialize(exported.serialize())
+    _assert_tree_equal(restored.call(x), plain)
+    assert restored.in_avals == exported.in_avals
+    assert restored.out_avals == exported.out_avals
+
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_eval_shape_allocates_nothing(op):
     """4 GiB inputs: only shapes and dtypes are computed, no array is created."""
-    name = OPS[op][0]
     before = len(jax.live_arrays())
-    if name == "max_unpool":
+    if op == "max_unpool":
         y = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.float32)
         i = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.int32)
         (out,) = abstract = (
@@ -167,19 +146,9 @@ def test_eval_shape_allocates_nothing(op):
             assert a.dtype == c.dtype
             assert a.shape[:2] == big.shape[:2]
             assert a.ndim == c.ndim == 4
-    assert len(jax.live_arrays()) <= before + (0 if name == "max_unpool" else 2)
+    assert len(jax.live_arrays()) <= before + (0 if op == "max_unpool" else 2)
     for a in abstract:
         assert isinstance(a, jax.ShapeDtypeStruct)
-
-
-@pytest.mark.parametrize("op", list(OPS))
-def test_export_round_trip(op):
-    fn, x = _op(op)
-    exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct(x.shape, x.dtype))
-    restored = jax.export.deserialize(exported.serialize())
-    _assert_tree_equal(restored.call(x), fn(x))
-    assert restored.in_avals == exported.in_avals
-    assert restored.out_avals == exported.out_avals
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -283,40 +252,16 @@ def pool_cases(draw):
 # Each example compiles its own programs: a few suffice beside test_max_pool.py's fuzz against
 # the reference (80 examples, both layouts, every axis of the indices, which is also where
 # max pooling's NXC is checked against NCX).
-MAX_POOL = hypothesis.settings(
-    max_examples=15,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow],
-)
-
-
-@MAX_POOL
-@hypothesis.given(pool_cases())
-def test_max_pool_jit_equals_eager_and_vmap_equals_loop(case):
-    x, attrs = case
-
-    def pool(x):
-        return jaxpool.max_pool(x, return_indices=True, **attrs)
-
-    eager = pool(x)
-    jitted = jax.jit(pool)(x)
-    stacked = jnp.stack([x, -x, x * 2])
-    batched = jax.vmap(pool)(stacked)
-    for a, b in zip(eager, jitted):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    for k in range(3):
-        looped = pool(stacked[k])
-        for a, b in zip(looped, batched):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+MAX_POOL = cases.fuzz(15)
 
 
 @MAX_POOL
 @hypothesis.given(pool_cases(), st.sampled_from(["NCX", "NXC"]))
-def test_max_pool_gradient_is_the_scatter_of_cotangents_to_the_indices(case, data_format):
+def test_max_pool_jit_eager_vmap_loop_and_gradient_scatter(case, data_format):
+    """jit equals eager, vmap equals a loop, and the gradient is the scatter of the cotangents
+    to the indices."""
     x, attrs = case
-    if data_format == "NXC":
-        x = oracle.to_nxc(x)
+    x = cases.to_layout(x, data_format)
 
     def pool(x, **kwargs):
         return jaxpool.max_pool(x, data_format=data_format, **attrs, **kwargs)
@@ -326,24 +271,25 @@ def test_max_pool_gradient_is_the_scatter_of_cotangents_to_the_indices(case, dat
     y, i, grad = jax.jit(
         lambda x, ct: (*pool(x, return_indices=True), jax.grad(lambda x: jnp.vdot(pool(x), ct))(x))
     )(x, ct)
+    for a, b in zip(pool(x, return_indices=True), (y, i)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    stacked = jnp.stack([x, -x, x * 2])
+    batched = jax.vmap(lambda v: pool(v, return_indices=True))(stacked)
+    for k in range(3):
+        for a, b in zip(pool(stacked[k], return_indices=True), batched):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
     # Windows without input elements pass no gradient; they hold the padding value.
-    ct_ncx, i_ncx = (
-        (ct, np.asarray(i))
-        if data_format == "NCX"
-        else (oracle.to_ncx(ct), oracle.to_ncx(np.asarray(i)))
+    y, i, ct = (cases.from_layout(a, data_format) for a in (y, i, ct))
+    expected = np.zeros(x.size, np.float64)
+    live = y.ravel() != -np.inf
+    np.add.at(expected, i.ravel()[live], ct.ravel()[live])
+    expected = cases.to_layout(
+        expected.reshape(cases.from_layout(x, data_format).shape), data_format
     )
-    y_ncx = np.asarray(y) if data_format == "NCX" else oracle.to_ncx(np.asarray(y))
-    x_ncx = x if data_format == "NCX" else oracle.to_ncx(x)
-    expected = np.zeros(x_ncx.size, np.float64)
-    live = y_ncx.ravel() != -np.inf
-    np.add.at(expected, i_ncx.ravel()[live], ct_ncx.ravel()[live])
-    expected = expected.reshape(x_ncx.shape)
-    if data_format == "NXC":
-        expected = oracle.to_nxc(expected)
     np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-5, atol=1e-5)
 
 
-@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@cases.fuzz(6)
 @hypothesis.given(seed=st.integers(0, 10_000))
 def test_avg_pool_nxc_equals_ncx(seed):
     cfg = cases.avg_config(seed)
@@ -357,7 +303,7 @@ def test_avg_pool_nxc_equals_ncx(seed):
     np.testing.assert_array_equal(oracle.to_ncx(np.asarray(nxc)), ncx)
 
 
-@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@cases.fuzz(6)
 @hypothesis.given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
 def test_adaptive_properties(shape, data):
     """Output size = input size is the identity; NXC equals NCX; max indices name y in x."""
@@ -376,7 +322,7 @@ def test_adaptive_properties(shape, data):
     )
 
 
-@hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@cases.fuzz(6)
 @hypothesis.given(
     nd=st.integers(1, 3),
     kernel=st.integers(1, 3),
