@@ -33,8 +33,13 @@ import jaxpool.torch
 pytestmark = pytest.mark.serving
 
 PLATFORMS = ("cpu", "cuda", "tpu")
-# Public callables that are no pooling function: they register or export, computing nothing.
-NOT_FUNCTIONS = {"torch.register_torchax", "onnx.export", "onnx.register_export"}
+# Public callables that are no pooling function: they register, export or describe the export.
+NOT_FUNCTIONS = {
+    "torch.register_torchax",
+    "onnx.export",
+    "onnx.export_table",
+    "onnx.register_export",
+}
 
 FLOATS = ("float32", "bfloat16")
 WINDOW_DTYPES = (*FLOATS, "int32")
