@@ -60,46 +60,29 @@ ADAPTIVE = [
     ("3d-20to6", (2, 16, 20, 20, 20), 6),
     ("1d-100to7", (8, 32, 100), 7),
 ]
-# (id, op(x, data_format, **kwargs), NCX shape, backward): the scratch a forward+backward pass
-# may use besides the input: the indices of the op's ``return_indices=True`` call
-# ("indices"), nothing more ("input"), or no backward pass checked (None).
+# (name, op, attributes, backward): the scratch a forward+backward pass may use besides the
+# input: the indices of the op's ``return_indices=True`` call ("indices"), nothing more
+# ("input"), or no backward pass checked (None).
+WINDOW_OPS = [
+    ("max_pool-values", jaxpool.max_pool, {}, "indices"),
+    ("max_pool-indices", jaxpool.max_pool, dict(return_indices=True), None),
+    ("avg_pool-include_pad", jaxpool.avg_pool, {}, "input"),
+    ("avg_pool-exclude_pad", jaxpool.avg_pool, dict(exclude_pad=True), "input"),
+]
+ADAPTIVE_OPS = [
+    ("adaptive_max_pool-values", jaxpool.adaptive_max_pool, {}, "indices"),
+    ("adaptive_max_pool-indices", jaxpool.adaptive_max_pool, dict(return_indices=True), None),
+    ("adaptive_avg_pool", jaxpool.adaptive_avg_pool, {}, "input"),
+]
+# (id, op(x, data_format, **kwargs), NCX shape, backward)
 MEMORY = [
-    row
-    for name, shape, k, s, p in WINDOWS
-    for row in (
-        (f"max_pool-values-{name}", _window(jaxpool.max_pool, k, s, p), shape, "indices"),
-        (
-            f"max_pool-indices-{name}",
-            _window(jaxpool.max_pool, k, s, p, return_indices=True),
-            shape,
-            None,
-        ),
-        (f"avg_pool-include_pad-{name}", _window(jaxpool.avg_pool, k, s, p), shape, "input"),
-        (
-            f"avg_pool-exclude_pad-{name}",
-            _window(jaxpool.avg_pool, k, s, p, exclude_pad=True),
-            shape,
-            "input",
-        ),
-    )
+    (f"{op}-{case}", _window(fn, k, s, p, **attrs), shape, backward)
+    for case, shape, k, s, p in WINDOWS
+    for op, fn, attrs, backward in WINDOW_OPS
 ] + [
-    row
-    for name, shape, size in ADAPTIVE
-    for row in (
-        (
-            f"adaptive_max_pool-values-{name}",
-            _adaptive(jaxpool.adaptive_max_pool, size),
-            shape,
-            "indices",
-        ),
-        (
-            f"adaptive_max_pool-indices-{name}",
-            _adaptive(jaxpool.adaptive_max_pool, size, return_indices=True),
-            shape,
-            None,
-        ),
-        (f"adaptive_avg_pool-{name}", _adaptive(jaxpool.adaptive_avg_pool, size), shape, "input"),
-    )
+    (f"{op}-{case}", _adaptive(fn, size, **attrs), shape, backward)
+    for case, shape, size in ADAPTIVE
+    for op, fn, attrs, backward in ADAPTIVE_OPS
 ]
 
 # Guards that the current code does not meet yet, by backend and row, in both layouts.  There

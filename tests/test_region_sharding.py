@@ -1,23 +1,17 @@
 """Every region op on sharded feature maps, on the portable program and on the CPU's.
 
 Each row of ``regions.py`` (the core ops; the ``jaxpool.torch`` rows bind them) runs in NCX on
-both programs (``dispatch.force``) and in NXC, whose programs are one: in each, the output of one
-of the row's variants (dealt out over the three, so that a row of several variants shards
-several) and its vector-Jacobian product in the maps.  The variants of an op read the map in the
-same way, and a sharding is a property of those reads: each layout and program is checked per
-op, not per op and variant.  Compiled, with the boxes replicated, for the meshes of the 8 host
-devices below: ``channels`` in every layout and program, ``images x channels`` in one of them
-per op, in turns (:data:`CASES`), so that each layout and program meets it:
+both programs (``dispatch.force``) and in NXC, whose programs are one: one of the row's
+variants (dealt out over the three) and its vector-Jacobian product in the maps.  A sharding is
+a property of how an op reads the map, which its variants share: each layout and program is
+checked per op, not per variant.  The boxes are replicated, and every sharded result equals
+the unsharded one.
 
-* ``channels``: the maps sharded 8 ways by channel.  No collective at all, forward or
-  gradient, except where an output channel sums input channels that lie in several shards
-  (``Row.channel_sums``: position-sensitive bilinear pooling over several spatial bins, whose
-  docstring says that XLA gathers them); there the results are checked.
-* ``images x channels``: a 2 x 4 mesh, the maps sharded by image and by channel.  Each image's
-  shard pools its own boxes, and the outputs are added: an all-reduce, and no all-gather or
-  all-to-all.
-
-Every sharded result equals the unsharded one.
+* ``channels`` (every layout and program): the maps sharded 8 ways by channel.  No collective,
+  forward or gradient, except where an output channel sums input channels of several shards
+  (``Row.channel_sums``, position-sensitive pooling over several bins: XLA gathers them).
+* ``images x channels`` (one layout and program per op, in turns, :data:`CASES`): a 2 x 4 mesh.
+  Each image's shard pools its own boxes and the outputs are added: an all-reduce only.
 """
 
 from __future__ import annotations
@@ -83,11 +77,6 @@ def _program(row: regions.Row, data_format: str, variant: dict):
     return f
 
 
-def _spec(mesh_axes: tuple[str, ...], data_format: str) -> P:
-    images = "n" if "n" in mesh_axes else None
-    return P(images, "c") if data_format == "NCX" else P(images, None, None, "c")
-
-
 @pytest.mark.parametrize("row,data_format,program,variant,meshes", CASES)
 def test_sharded_maps(row, data_format, program, variant, meshes):
     devices = jax.devices()
@@ -103,9 +92,9 @@ def test_sharded_maps(row, data_format, program, variant, meshes):
             shape = MESHES[name]
             axes = ("n", "c") if len(shape) == 2 else ("c",)
             mesh = Mesh(np.array(devices[:8]).reshape(shape), axes)
-            sharded = [
-                jax.device_put(m, NamedSharding(mesh, _spec(axes, data_format))) for m in maps
-            ]
+            images = "n" if "n" in axes else None
+            spec = P(images, "c") if data_format == "NCX" else P(images, None, None, "c")
+            sharded = [jax.device_put(m, NamedSharding(mesh, spec)) for m in maps]
             replicated = [jax.device_put(b, NamedSharding(mesh, P())) for b in boxes]
             compiled = jax.jit(f).lower(*sharded, *replicated).compile()
             found = sorted(set(COLLECTIVE.findall(compiled.as_text())))

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cases import COLLECTIVE
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -29,21 +30,15 @@ import jaxpool
 pytestmark = pytest.mark.serving
 
 N, C, H, W = 8, 4, 8, 12
-KINDS = (
-    "all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter|collective-broadcast|"
-    "ragged-all-to-all"
-)
-COLLECTIVE = re.compile(rf"\b({KINDS})\b")
 # An instruction of the compiled module: its result's shape (an array or a tuple of arrays)
 # and its collective.
-COLLECTIVE_OP = re.compile(rf"= ([^=]*?) ({KINDS})(?:-start)?\(")
+COLLECTIVE_OP = re.compile(rf"= ([^=]*?) {COLLECTIVE.pattern[2:-2]}(?:-start)?\(")
 
 
 @pytest.fixture(scope="module")
 def mesh():
     devices = jax.devices()
-    if len(devices) < 8:
-        pytest.skip("needs 8 devices")
+    assert len(devices) >= 8, "conftest.py provides 8 host devices"
     return Mesh(np.array(devices[:8]).reshape(4, 2), ("b", "c"))
 
 
@@ -54,45 +49,11 @@ def _input(layout, dtype=np.float32):
     return x if layout == "NCX" else np.moveaxis(x, 1, -1)
 
 
-# Each op: (function name, builder). A builder takes the layout and returns
-# ``(fn, make_args)``: ``fn(*args)`` returns a tuple of outputs whose first entry is
-# differentiable, and ``make_args(x)`` the NumPy arguments (all in the input's layout).
-def _max_pool(axis):
-    def build(fmt):
-        def fn(x):
-            return jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True, axis=axis)
-
-        return fn, lambda x: (x,)
-
-    return "max_pool", build
-
-
-def _avg_pool(fmt):
-    def fn(x):
-        return (jaxpool.avg_pool(x, 3, 2, 1, 1, data_format=fmt),)
-
-    return fn, lambda x: (x,)
-
-
-def _adaptive_max(fmt):
-    def fn(x):
-        return jaxpool.adaptive_max_pool(x, (3, 5), data_format=fmt, return_indices=True)
-
-    return fn, lambda x: (x,)
-
-
-def _global_max(fmt):
-    def fn(x):
-        return jaxpool.adaptive_max_pool(x, 1, data_format=fmt, return_indices=True)
-
-    return fn, lambda x: (x,)
-
-
-def _adaptive_avg(fmt):
-    def fn(x):
-        return (jaxpool.adaptive_avg_pool(x, (3, 5), data_format=fmt),)
-
-    return fn, lambda x: (x,)
+# An op: a builder of the layout that returns ``(fn, make_args)``: ``fn(*args)`` returns a
+# tuple of outputs whose first entry is differentiable, and ``make_args(x)`` the NumPy
+# arguments (all in the input's layout).
+def _x(call):
+    return lambda fmt: ((lambda x: call(x, fmt)), lambda x: (x,))
 
 
 def _unpool(**window):
@@ -104,35 +65,49 @@ def _unpool(**window):
             return np.asarray(y), np.asarray(i)
 
         def fn(y, i):
-            shape = x_shape[fmt]
+            shape = (N, C, H, W) if fmt == "NCX" else (N, H, W, C)
             return (jaxpool.max_unpool(y, i, shape, axis=0, data_format=fmt, **window),)
 
         return fn, make_args
 
-    return "max_unpool", build
+    return build
 
 
-x_shape = {"NCX": (N, C, H, W), "NXC": (N, H, W, C)}
+def _max_pool_index_axes(x, fmt):
+    """The values and the indices counted from each axis but the batch's."""
+    outs = [
+        jaxpool.max_pool(x, 3, 2, 1, 1, data_format=fmt, return_indices=True, axis=axis)
+        for axis in (1, 2, -1)
+    ]
+    return (outs[0][0], *(i for _, i in outs))
+
+
 WINDOW = dict(kernel=3, strides=2, pads_begin=1, pads_end=1)
-
 OPS = {
-    "max_pool": _max_pool(0),
-    "avg_pool": ("avg_pool", _avg_pool),
-    "adaptive_max_pool": ("adaptive_max_pool", _adaptive_max),
-    "global_max_pool": ("adaptive_max_pool", _global_max),
-    "adaptive_avg_pool": ("adaptive_avg_pool", _adaptive_avg),
+    "max_pool": _x(
+        lambda x, f: jaxpool.max_pool(x, 3, 2, 1, 1, data_format=f, return_indices=True)
+    ),
+    "avg_pool": _x(lambda x, f: (jaxpool.avg_pool(x, 3, 2, 1, 1, data_format=f),)),
+    "adaptive_max_pool": _x(
+        lambda x, f: jaxpool.adaptive_max_pool(x, (3, 5), data_format=f, return_indices=True)
+    ),
+    "global_max_pool": _x(
+        lambda x, f: jaxpool.adaptive_max_pool(x, 1, data_format=f, return_indices=True)
+    ),
+    "adaptive_avg_pool": _x(lambda x, f: (jaxpool.adaptive_avg_pool(x, (3, 5), data_format=f),)),
     "max_unpool": _unpool(**WINDOW),
     "max_unpool_scatter": _unpool(),
+    # Indices that restart per channel, plane or row need no offset of the shard either.
+    "max_pool_index_axes": _x(_max_pool_index_axes),
 }
 UNPOOL_WINDOWS = {"max_unpool": WINDOW, "max_unpool_scatter": {}}
 
-# (layout, partition spec of every argument and output)
-LOCAL_SHARDINGS = {
+# name -> (layout, partition spec of every argument): batch and channel sharding, which stays
+# local (outputs sharded alike), and H over 4 devices and W over 2, where windows and bins
+# straddle the blocks on both axes.
+SHARDINGS = {
     "batch_channel-NCX": ("NCX", P("b", "c")),
     "batch_channel-NXC": ("NXC", P("b", None, None, "c")),
-}
-# H over 4 devices and W over 2: windows and bins straddle the blocks on both axes.
-SPATIAL_SHARDINGS = {
     "H_W-NCX": ("NCX", P(None, None, "b", "c")),
     "H_W-NXC": ("NXC", P(None, "b", "c", None)),
 }
@@ -166,28 +141,8 @@ SPATIAL_MISSES = {
 }
 
 
-def _build(op, layout):
-    _, build = OPS[op]
-    return build(layout)
-
-
 def _put(arrays, mesh, spec):
     return tuple(jax.device_put(a, NamedSharding(mesh, spec)) for a in arrays)
-
-
-def _collectives(compiled):
-    """``(kind, number of elements)`` of each collective in the compiled program."""
-    found = []
-    for m in COLLECTIVE_OP.finditer(compiled.as_text()):
-        dims = re.findall(r"[a-z]+[0-9]*\[([0-9,]*)\]", m.group(1))
-        size = sum(int(np.prod([int(d) for d in ds.split(",") if d])) for ds in dims)
-        found.append((m.group(2), size))
-    return found
-
-
-def _assert_no_collective(compiled, what: str):
-    found = sorted(set(m.group(1) for m in COLLECTIVE.finditer(compiled.as_text())))
-    assert not found, f"{what} compiles to collectives {found}"
 
 
 def _vjp_fn(fn):
@@ -197,12 +152,6 @@ def _vjp_fn(fn):
         return jax.grad(lambda a0: jnp.sum(fn(a0, *args[1:])[0] * ct))(args[0])
 
     return grad
-
-
-def _with_grad(fn):
-    """``(ct, *args) -> (*fn(*args), gradient)``: forward and gradient in one program."""
-    grad = _vjp_fn(fn)
-    return lambda ct, *args: (*fn(*args), grad(ct, *args))
 
 
 def _cotangent(fn, args, seed=1):
@@ -216,71 +165,53 @@ def _assert_sharded_like(out, mesh, spec, what):
     )
 
 
-def _assert_equal(out, expected):
-    """The outputs equal; the gradient (last) to rounding."""
+@pytest.mark.parametrize(
+    "op,sharding",
+    [
+        (op, sharding)
+        for op in OPS
+        for sharding in SHARDINGS
+        if op in SPATIAL_COLLECTIVES or sharding.startswith("batch")
+    ],
+)
+def test_sharded_jit(mesh, op, sharding, program, request):
+    """The single-device results, forward and gradient (``axis=0`` indices, which are global
+    positions, included).  Batch and channel sharding: the sharding kept and no collective.  A
+    map split along H and W: the collectives the op needs (``SPATIAL_COLLECTIVES``) and no
+    all-gather of the features."""
+    layout, spec = SHARDINGS[sharding]
+    spatial = sharding.startswith("H_W")
+    for key in ((op, program, layout), (op, program, None)):
+        if spatial and key in SPATIAL_MISSES:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=SPATIAL_MISSES[key]))
+    fn, make_args = OPS[op](layout)
+    args = make_args(_input(layout))
+    grad = _vjp_fn(fn)
+    step = jax.jit(lambda ct, *args: (*fn(*args), grad(ct, *args)))
+    ct = _cotangent(fn, args)
+    expected = step(ct, *args)
+
+    # The cotangent on every device where the outputs' blocks are not the input's.
+    sharded = (ct, *_put(args, mesh, spec)) if spatial else _put((ct, *args), mesh, spec)
+    compiled = step.lower(*sharded).compile()
+    out = compiled(*sharded)
     assert len(out) == len(expected)
     for o, e in zip(out[:-1], expected[:-1], strict=True):
         assert o.dtype == e.dtype
         np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
     np.testing.assert_allclose(np.asarray(out[-1]), np.asarray(expected[-1]), rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.parametrize("sharding", list(LOCAL_SHARDINGS))
-@pytest.mark.parametrize("op", list(OPS))
-def test_local_sharding(mesh, op, sharding, program):
-    """Batch and channel sharding: sharding kept, no collective, single-device results."""
-    layout, spec = LOCAL_SHARDINGS[sharding]
-    fn, make_args = _build(op, layout)
-    args = make_args(_input(layout))
-    step = jax.jit(_with_grad(fn))
-    ct = _cotangent(fn, args)
-    expected = step(ct, *args)
-
-    sharded = _put((ct, *args), mesh, spec)
-    compiled = step.lower(*sharded).compile()
-    out = compiled(*sharded)
-    _assert_equal(out, expected)
-    for k, o in enumerate(out):
-        _assert_sharded_like(o, mesh, spec, f"output {k}")
-    _assert_no_collective(compiled, f"{op} forward and gradient")
-
-
-@pytest.mark.parametrize("axis", [1, 2, -1])
-def test_local_sharding_max_pool_index_axes(mesh, axis, program):
-    x = _input("NCX")
-
-    def fn(x):
-        return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=axis)
-
-    expected = jax.jit(fn)(x)
-    spec = P("b", "c")
-    (sharded,) = _put((x,), mesh, spec)
-    compiled = jax.jit(fn).lower(sharded).compile()
-    for k, (o, e) in enumerate(zip(compiled(sharded), expected, strict=False)):
-        _assert_sharded_like(o, mesh, spec, f"output {k}")
-        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
-    _assert_no_collective(compiled, f"max_pool axis={axis}")
-
-
-@pytest.mark.parametrize("sharding", list(SPATIAL_SHARDINGS))
-@pytest.mark.parametrize("op", list(OPS))
-def test_spatial_sharding(mesh, op, sharding, program, request):
-    """A map split along H and W: the single-device results, forward and gradient, with the
-    collectives the op needs (``SPATIAL_COLLECTIVES``) and no all-gather of the features."""
-    layout, spec = SPATIAL_SHARDINGS[sharding]
-    for key in ((op, program, layout), (op, program, None)):
-        if key in SPATIAL_MISSES:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=SPATIAL_MISSES[key]))
-    fn, make_args = _build(op, layout)
-    args = make_args(_input(layout))
-    step = jax.jit(_with_grad(fn))
-    ct = _cotangent(fn, args)
-    expected = step(ct, *args)
-
-    sharded = (ct, *_put(args, mesh, spec))  # the cotangent on every device
-    compiled = step.lower(*sharded).compile()
-    _assert_equal(compiled(*sharded), expected)
-    found = _collectives(compiled)
+    text = compiled.as_text()
+    if not spatial:
+        for k, o in enumerate(out):
+            _assert_sharded_like(o, mesh, spec, f"output {k}")
+        found = sorted(set(COLLECTIVE.findall(text)))
+        assert not found, f"{op} forward and gradient compile to collectives {found}"
+        return
+    found = []
+    for m in COLLECTIVE_OP.finditer(text):
+        dims = re.findall(r"[a-z]+[0-9]*\[([0-9,]*)\]", m.group(1))
+        size = sum(int(np.prod([int(d) for d in ds.split(",") if d])) for ds in dims)
+        found.append((m.group(2), size))
     kinds = {kind for kind, _ in found}
     assert kinds <= SPATIAL_COLLECTIVES[op], f"{op} compiles to collectives {sorted(kinds)}"
     block = N * C * H * W // 8  # the elements of one device's block of the map
@@ -291,22 +222,22 @@ def test_spatial_sharding(mesh, op, sharding, program, request):
 def _blockwise(fn, args):
     """Applies ``fn`` to each block of the (4, 2) split of the batch and channel axes (NCX)."""
     fn = jax.jit(fn)
-    rows = []
-    for i in range(4):
-        row = [
-            fn(*(np.split(np.split(a, 4, axis=0)[i], 2, axis=1)[j] for a in args)) for j in range(2)
-        ]
-        rows.append(
-            [np.concatenate([np.asarray(r[k]) for r in row], axis=1) for k in range(len(row[0]))]
-        )
-    return [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(rows[0]))]
+    rows = [
+        [fn(*(np.split(np.split(a, 4)[i], 2, 1)[j] for a in args)) for j in (0, 1)]
+        for i in range(4)
+    ]
+    return [
+        np.concatenate([np.concatenate([np.asarray(b[k]) for b in row], 1) for row in rows])
+        for k in range(len(rows[0][0]))
+    ]
 
 
 @pytest.mark.parametrize("op", [op for op in OPS if op != "max_unpool_scatter"])
 def test_shard_map(mesh, op):
-    """Inside ``shard_map`` every device pools its own block (indices are block-local)."""
+    """Inside ``shard_map`` every device pools its own block (indices are block-local); those
+    counted within a plane or a row need no offset: they are the global ones."""
     spec = P("b", "c")
-    fn, make_args = _build(op, "NCX")
+    fn, make_args = OPS[op]("NCX")
     if op in UNPOOL_WINDOWS:
         # Plane-local (axis=2) indices, unpooled by each device into its own block.
         y, i = jaxpool.max_pool(_input("NCX"), 3, 2, 1, 1, return_indices=True, axis=2)
@@ -324,6 +255,9 @@ def test_shard_map(mesh, op):
     for k, (o, e) in enumerate(zip(out, expected, strict=False)):
         _assert_sharded_like(o, mesh, spec, f"output {k}")
         np.testing.assert_array_equal(np.asarray(o), e)
+    if op == "max_pool_index_axes":  # values, indices from axes 1, 2 and -1
+        for k in (0, 2, 3):
+            np.testing.assert_array_equal(np.asarray(out[k]), jax.jit(fn)(*args)[k])
 
     ct = _cotangent(fn, args, seed=2)
     grad = _vjp_fn(fn)
@@ -338,40 +272,21 @@ def test_shard_map(mesh, op):
     )
 
 
-def test_shard_map_axis2_indices_equal_global(mesh):
-    """Plane-local indices (``axis=2``) need no offset: shard_map gives the global answer."""
-    x = _input("NCX")
-
-    def fn(x):
-        return jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True, axis=2)
-
-    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("b", "c"), out_specs=P("b", "c")))
-    for o, e in zip(mapped(x), jax.jit(fn)(x), strict=False):
-        np.testing.assert_array_equal(np.asarray(o), np.asarray(e))
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op != "max_unpool"])
+@pytest.mark.parametrize("op", [op for op in SPATIAL_COLLECTIVES if op != "max_unpool"])
 def test_pmap(op):
     """``pmap`` over 8 devices, one batch element each: forward and gradient."""
-    if jax.device_count() < 8:
-        pytest.skip("needs 8 devices")
-    fn, make_args = _build(op, "NCX")
+    fn, make_args = OPS[op]("NCX")
     args = make_args(_input("NCX"))
     per_device = tuple(a.reshape(8, 1, *a.shape[1:]) for a in args)
     if op in UNPOOL_WINDOWS:
-        per_device = (
-            per_device[0],
-            per_device[1] - (np.arange(8) * C * H * W).reshape(8, 1, 1, 1, 1),
-        )
+        offsets = np.arange(8).reshape(8, 1, 1, 1, 1) * C * H * W  # each device's own image
+        per_device = (per_device[0], per_device[1] - offsets)
 
         def fn(y, i):
             return (jaxpool.max_unpool(y, i, (1, C, H, W), axis=0, **UNPOOL_WINDOWS[op]),)
 
-    ct = (
-        np.random.default_rng(3)
-        .standard_normal((8, *jax.eval_shape(fn, *(a[0] for a in per_device))[0].shape))
-        .astype(np.float32)
-    )
+    shape = jax.eval_shape(fn, *(a[0] for a in per_device))[0].shape
+    ct = np.random.default_rng(3).standard_normal((8, *shape)).astype(np.float32)
     out = jax.pmap(fn)(*per_device)
     grads = jax.pmap(_vjp_fn(fn))(ct, *per_device)
     single, single_grad = jax.jit(fn), jax.jit(_vjp_fn(fn))

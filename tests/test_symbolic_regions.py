@@ -1,15 +1,14 @@
 """Every region op through ``jax.export`` with a symbolic number of boxes, and of images.
 
 Each row of ``regions.py`` is exported, in one program, for ``platforms=("cpu", "cuda",
-"tpu")`` with its box arrays' shapes symbolic in the box count ``r`` and its maps' first axis
-symbolic too (``"n, ..."``, where the row allows it); serialized, deserialized, and called at
-two sizes against the program compiled for those sizes: the same bits in every output, and the
-same gradients to the rounding of their sums.  The program holds every variant of the row,
-each in its layout (NCX and NXC), and the vector-Jacobian product of the first variant's output
-in the maps and in the boxes the op is smooth in.  It is the program each platform runs: the
-CPU's here, the portable one lowered for the others.  Under symbolic shapes the portable NCX
-program is the NXC one between two transposes (``layout.row_major`` is the identity there), so
-running the NXC variants runs what it adds to the CPU's.
+"tpu")`` with its box count ``r`` symbolic, and its maps' first axis too (``"n, ..."``, where
+the row allows it); serialized, deserialized, and called at two sizes against the program
+compiled for those sizes: the same bits in every output, and the same gradients to the
+rounding of their sums.  The program holds every variant of the row in its layout, and the
+vector-Jacobian product of the first one in the maps and the boxes the op is smooth in.  Under
+symbolic shapes the portable NCX program is the NXC one between two transposes
+(``layout.row_major`` is the identity there), so the NXC variants run what it adds to the
+CPU's.
 
 Gradients are checked once per program family: not for the ``jaxpool.torch`` rows (they bind the
 core ops) nor for the second row of ``psroi_pool``, and with adaptive sampling in
@@ -87,9 +86,13 @@ def _same_bits(got, want, what):
     )
 
 
-def _check(row, layouts, images: str | None, sizes, gradients: bool) -> None:
-    f = _program(row, layouts, gradients)
-    maps = (None if images is None else f"{images}, ...",) * (len(row.maps) * len(layouts))
+@pytest.mark.parametrize("row", (*regions.ROWS, *regions.ADAPTIVE_ROWS), ids=lambda r: r.name)
+def test_symbolic_box_count(row):
+    """``R`` symbolic (``"r, 4"``, ``"r"``), and ``N`` where the row allows it."""
+    layouts = row.layouts
+    f = _program(row, layouts, row.name in GRADIENTS)
+    images, sizes = ("n", SYMBOLIC_IMAGES_SIZES) if row.symbolic_images else (None, SIZES)
+    maps = (images and f"{images}, ...",) * (len(row.maps) * len(layouts))
     args = _arguments(row, layouts, *sizes[0])
     specs = export.symbolic_args_specs(args, (*maps, *row.specs))
     exported = export.export(jax.jit(f), platforms=PLATFORMS)(*specs)
@@ -106,37 +109,16 @@ def _check(row, layouts, images: str | None, sizes, gradients: bool) -> None:
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale)
 
 
-@pytest.mark.parametrize("row", (*regions.ROWS, *regions.ADAPTIVE_ROWS), ids=lambda r: r.name)
-def test_symbolic_box_count(row):
-    """``R`` symbolic (``"r, 4"``, ``"r"``), and ``N`` where the row allows it."""
-    gradients = row.name in GRADIENTS
-    if row.symbolic_images:
-        _check(row, row.layouts, "n", SYMBOLIC_IMAGES_SIZES, gradients)
-    else:
-        _check(row, row.layouts, None, SIZES, gradients)
-
-
-_X = np.zeros((2, 8, 9, 10), np.float32)
-_XT = np.zeros((2, 9, 10, 8), np.float32)
-_BOXES, _BATCH = np.zeros((5, 4), np.float32), np.zeros(5, np.int32)
+_X, _BATCH = np.zeros((2, 8, 9, 10), np.float32), np.zeros(5, np.int32)
 _ROWS, _OFFSETS = np.zeros((5, 5), np.float32), np.zeros((5, 4, 2, 2), np.float32)
+_ALIGN = (lambda x, b, i: jaxpool.roi_align(x, b, i, 2), (_X, _ROWS[:, 1:], _BATCH))
+# (function, arguments, their shapes, what the error names)
 STATIC_DIMENSIONS = [
-    # (function, arguments, their shapes, what the error names)
-    (
-        lambda x, b, i: jaxpool.roi_align(x, b, i, 2),
-        (_X, _BOXES, _BATCH),
-        ("2, c, 9, 10", "r, 4", "r"),
-        "`x` .* symbolic C",
-    ),
-    (
-        lambda x, b, i: jaxpool.roi_align(x, b, i, 2),
-        (_X, _BOXES, _BATCH),
-        ("n, 8, h, 10", "r, 4", "r"),
-        "`x` .* symbolic H",
-    ),
+    (*_ALIGN, ("2, c, 9, 10", "r, 4", "r"), "`x` .* symbolic C"),
+    (*_ALIGN, ("n, 8, h, 10", "r, 4", "r"), "`x` .* symbolic H"),
     (
         lambda x, r: jaxpool.roi_pool(x, r, 2, data_format="NXC"),
-        (_XT, _ROWS),
+        (np.moveaxis(_X, 1, -1), _ROWS),
         ("n, 9, w, 8", "r, 5"),
         "`x` .* symbolic W",
     ),
@@ -154,7 +136,7 @@ STATIC_DIMENSIONS = [
     ),
     (
         lambda x, b, i: jaxpool.multilevel_roi_align([x], b, i, 2, spatial_scales=(1.0,)),
-        (_X, _BOXES, _BATCH),
+        _ALIGN[1],
         ("2, 8, 9, w", "r, 4", "r"),
         "`features\\[0\\]` .* symbolic W",
     ),

@@ -6,10 +6,11 @@ of jaxpool's layers (Flax NNX, Linen, Equinox under ``jax.vmap``).  It is export
 batch of its inputs symbolic (``jax.export.symbolic_args_specs(args, "n, ...")``),
 serialized, deserialized and called at two batch sizes; the results equal the direct call's,
 bit for bit.
-Every row runs under ``dispatch.force("portable")``, ``force("cpu")`` and by default, where
-both programs are traced (``lax.platform_dependent``) and the artifact is exported for
-``("cpu", "cuda", "tpu")`` at once.  Dimensions other than N must stay static, and indices
-counted over N (``axis=0``) must provably fit their dtype: the errors name the dimension.
+Every row runs by default, where both programs are traced (``lax.platform_dependent``) and
+the artifact is exported for ``("cpu", "cuda", "tpu")`` at once, and under ``dispatch.force``
+of the program the backend does not run by default (the portable one on a CPU).  Dimensions
+other than N must stay static, and indices counted over N (``axis=0``) must provably fit their
+dtype: the errors name the dimension.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from jaxpool.nn import linen as plinen
 pytestmark = pytest.mark.serving
 
 PLATFORMS = ("cpu", "cuda", "tpu")
-CHOICES = ("portable", "cpu", "default")
+# The program the backend runs (``lax.platform_dependent``, exported for every platform) and the
+# one it does not run unless forced: between them, both programs run on every backend.
+CHOICES = ("default", "portable" if jax.default_backend() == "cpu" else "cpu")
 LAYOUTS = ("NCX", "NXC")
 SHAPE = (3, 10, 12)  # C, H, W of an example (NCX)
 SIZES = (1, 3)  # the batch sizes the exported program is called at
@@ -59,17 +62,19 @@ def _as(x: jax.Array, layout: str, dtype: str) -> jax.Array:
     return x.astype(dtype)
 
 
-def _loss(out: Any) -> jax.Array:
-    """A scalar of an op's floating values (the first output where it returns indices)."""
-    y = out[0] if isinstance(out, tuple) else out
-    return jnp.sum(jnp.cos(y.astype(jnp.float32) * 3))
-
-
 def _gradient(op: Callable[[jax.Array, str], Any], a: jax.Array, layout: str) -> jax.Array:
-    return jax.grad(lambda a: _loss(op(a, layout)))(a)
+    """The gradient of a scalar of the op's floating values (the first output where it returns
+    indices)."""
+
+    def loss(a):
+        y = op(a, layout)
+        y = y[0] if isinstance(y, tuple) else y
+        return jnp.sum(jnp.cos(y.astype(jnp.float32) * 3))
+
+    return jax.grad(loss)(a)
 
 
-def _cases(*cases: tuple[str, str, Callable[[jax.Array, str], Any]]):
+def _cases(*cases: tuple[str, str, Callable[[jax.Array, str], Any]], x64=False, constraints=()):
     """A row of ``cases`` ``(layout, dtype, op)``: ``fn(x)`` gives each ``op(a, layout)`` of
     ``x`` in that layout and dtype and, for a floating dtype, the gradient of its values.
     Each row spreads the op's variants over both layouts, both floating dtypes and int32."""
@@ -83,33 +88,24 @@ def _cases(*cases: tuple[str, str, Callable[[jax.Array, str], Any]]):
                 out[f"{i} grad"] = _gradient(op, a, layout)
         return out
 
-    return fn, lambda n: (_values(n),)
+    return fn, lambda n: (_values(n),), x64, constraints
 
 
-def _max_pool(*args, **kwargs):
-    return lambda x, f: jaxpool.max_pool(x, *args, data_format=f, **kwargs)
+def _op(fn):
+    """``fn``'s variant builder: ``_op(fn)(*args, **kwargs)(x, layout)``."""
+    return lambda *args, **kwargs: lambda x, f: fn(x, *args, data_format=f, **kwargs)
+
+
+_max_pool, _avg_pool, _lp_pool = map(_op, (jaxpool.max_pool, jaxpool.avg_pool, jaxpool.lp_pool))
+_adaptive_max_pool, _adaptive_avg_pool = map(
+    _op, (jaxpool.adaptive_max_pool, jaxpool.adaptive_avg_pool)
+)
 
 
 def _indices(index_element_type, axis, *args, **kwargs):
     return _max_pool(
         *args, return_indices=True, index_element_type=index_element_type, axis=axis, **kwargs
     )
-
-
-def _avg_pool(*args, **kwargs):
-    return lambda x, f: jaxpool.avg_pool(x, *args, data_format=f, **kwargs)
-
-
-def _lp_pool(*args, **kwargs):
-    return lambda x, f: jaxpool.lp_pool(x, *args, data_format=f, **kwargs)
-
-
-def _adaptive_max_pool(size, **kwargs):
-    return lambda x, f: jaxpool.adaptive_max_pool(x, size, data_format=f, **kwargs)
-
-
-def _adaptive_avg_pool(size):
-    return lambda x, f: jaxpool.adaptive_avg_pool(x, size, data_format=f)
 
 
 # Windows that reach into the padding (a CPU splits NCX outputs into interior and borders),
@@ -136,7 +132,7 @@ def _fractional():
         u = np.random.default_rng(1).uniform(size=(n, SHAPE[0], 2))
         return _values(n), jnp.asarray(u, jnp.float32)
 
-    return fn, args
+    return fn, args, False, ()
 
 
 class _NnxNet(nnx.Module):
@@ -184,16 +180,6 @@ class _EqxNet(eqx.Module):
         return jnp.sum(y), indices
 
 
-def _with_input_gradient(model: Callable[[jax.Array], Any]):
-    """``model``'s outputs and the gradient of its first output's sum in its input: the
-    layers' derivatives under ``jax.vmap``, where the mapped axis is the symbolic batch."""
-
-    def fn(x):
-        return model(x), jax.grad(lambda x: jnp.sum(model(x)[0]))(x)
-
-    return fn
-
-
 def _nnx():
     graphdef, state = nnx.split(_NnxNet(nnx.Rngs(0)))
 
@@ -209,91 +195,68 @@ def _nnx():
 def _linen():
     module = _LinenNet()
     variables = module.init(jax.random.key(0), _as(_values(1), "NXC", "float32"))
-    return (
-        module.apply,
-        lambda n: (variables, _as(_values(n), "NXC", "float32")),
-    )
+    return module.apply, lambda n: (variables, _as(_values(n), "NXC", "float32"))
 
 
 def _eqx():
-    model = _EqxNet(jax.random.key(0))
-    return _with_input_gradient(jax.vmap(model)), lambda n: (_values(n),)
+    """The outputs and the gradient of the first one's sum in the input: the layers'
+    derivatives under ``jax.vmap``, where the mapped axis is the symbolic batch."""
+    model = jax.vmap(_EqxNet(jax.random.key(0)))
+
+    def fn(x):
+        return model(x), jax.grad(lambda x: jnp.sum(model(x)[0]))(x)
+
+    return fn, lambda n: (_values(n),)
 
 
 # name -> (fn, args(n), x64, constraints): the batch N of ``args(n)``'s leading axes is
 # symbolic, ``n`` under ``constraints``; ``x64`` runs the row with 64-bit types.
 ROWS: dict[str, tuple[Callable[..., Any], Callable[[int], tuple[Any, ...]], bool, tuple]] = {
-    "max_pool": (
-        *_cases(
-            ("NCX", "float32", _max_pool(**PADDED)),
-            ("NXC", "bfloat16", _max_pool((2, 3), (1, 2), dilations=2, auto_pad="same_upper")),
-            ("NCX", "int32", _max_pool(2)),
-        ),
-        False,
-        (),
+    "max_pool": _cases(
+        ("NCX", "float32", _max_pool(**PADDED)),
+        ("NXC", "bfloat16", _max_pool((2, 3), (1, 2), dilations=2, auto_pad="same_upper")),
+        ("NCX", "int32", _max_pool(2)),
     ),
     # int32 indices counted over the batch fit only where N is bounded: 3 * 10 * 12 * 1024
     # < 2**31.
-    "max_pool indices i32": (
-        *_cases(
-            ("NCX", "float32", _indices("i32", 0, **PADDED)),
-            ("NXC", "bfloat16", _indices("i32", 1, 2)),
-            ("NCX", "int32", _indices("i32", 2, 2, 1)),
-            ("NXC", "int32", _indices("i32", -1, 2)),
-            ("NCX", "int32", _indices("i32", 0, **TILED)),
-        ),
-        False,
-        ("n <= 1024",),
+    "max_pool indices i32": _cases(
+        ("NCX", "float32", _indices("i32", 0, **PADDED)),
+        ("NXC", "bfloat16", _indices("i32", 1, 2)),
+        ("NCX", "int32", _indices("i32", 2, 2, 1)),
+        ("NXC", "int32", _indices("i32", -1, 2)),
+        ("NCX", "int32", _indices("i32", 0, **TILED)),
+        constraints=("n <= 1024",),
     ),
-    "max_pool indices i64": (
-        *_cases(
-            ("NXC", "float32", _indices("i64", 0, **PADDED)),
-            ("NCX", "int32", _indices("i64", 0, **TILED)),
-        ),
-        True,
-        (),
+    "max_pool indices i64": _cases(
+        ("NXC", "float32", _indices("i64", 0, **PADDED)),
+        ("NCX", "int32", _indices("i64", 0, **TILED)),
+        x64=True,
     ),
-    "avg_pool": (
-        *_cases(
-            ("NCX", "float32", _avg_pool(3, 2, 1, 1, rounding_type="ceil")),
-            ("NXC", "bfloat16", _avg_pool(3, 2, 1, 1, exclude_pad=True, dilations=2)),
-            ("NCX", "int32", _avg_pool(3, 2, 1, 1, divisor_rule="padded_input")),
-            ("NXC", "int32", _avg_pool(2, divisor_override=3, integer_division="truncate")),
-        ),
-        False,
-        (),
+    "avg_pool": _cases(
+        ("NCX", "float32", _avg_pool(3, 2, 1, 1, rounding_type="ceil")),
+        ("NXC", "bfloat16", _avg_pool(3, 2, 1, 1, exclude_pad=True, dilations=2)),
+        ("NCX", "int32", _avg_pool(3, 2, 1, 1, divisor_rule="padded_input")),
+        ("NXC", "int32", _avg_pool(2, divisor_override=3, integer_division="truncate")),
     ),
-    "lp_pool": (
-        *_cases(
-            ("NCX", "float32", _lp_pool(2)),
-            ("NXC", "bfloat16", _lp_pool(3, 2, 1, 1, p=1.5, rounding_type="ceil")),
-        ),
-        False,
-        (),
+    "lp_pool": _cases(
+        ("NCX", "float32", _lp_pool(2)),
+        ("NXC", "bfloat16", _lp_pool(3, 2, 1, 1, p=1.5, rounding_type="ceil")),
     ),
     # Small irregular bins (one chain over the taps of all axes), bins too wide for one chain
     # (one axis at a time), global pooling, and one pooled axis (a CPU's chains by periods).
-    "adaptive_max_pool": (
-        *_cases(
-            ("NCX", "float32", _adaptive_max_pool((4, 5), return_indices=True)),
-            ("NXC", "bfloat16", _adaptive_max_pool((2, 2), return_indices=True)),
-            ("NXC", "float32", _adaptive_max_pool(1, return_indices=True)),
-            ("NCX", "int32", _adaptive_max_pool((4, None))),
-        ),
-        False,
-        (),
+    "adaptive_max_pool": _cases(
+        ("NCX", "float32", _adaptive_max_pool((4, 5), return_indices=True)),
+        ("NXC", "bfloat16", _adaptive_max_pool((2, 2), return_indices=True)),
+        ("NXC", "float32", _adaptive_max_pool(1, return_indices=True)),
+        ("NCX", "int32", _adaptive_max_pool((4, None))),
     ),
-    "adaptive_avg_pool": (
-        *_cases(
-            ("NCX", "float32", _adaptive_avg_pool((4, 5))),
-            ("NXC", "bfloat16", _adaptive_avg_pool((4, None))),
-            ("NCX", "int32", _adaptive_avg_pool(1)),
-            ("NXC", "int32", _adaptive_avg_pool((2, 2))),
-        ),
-        False,
-        (),
+    "adaptive_avg_pool": _cases(
+        ("NCX", "float32", _adaptive_avg_pool((4, 5))),
+        ("NXC", "bfloat16", _adaptive_avg_pool((4, None))),
+        ("NCX", "int32", _adaptive_avg_pool(1)),
+        ("NXC", "int32", _adaptive_avg_pool((2, 2))),
     ),
-    "fractional_max_pool": (*_fractional(), False, ()),
+    "fractional_max_pool": _fractional(),
 }
 # The models, built when their rows run rather than when the module is collected.
 MODELS = {
@@ -345,92 +308,40 @@ def test_exports_with_a_symbolic_batch(name, choice):
             _assert_same_bits(restored.call(*args), jax.jit(fn)(*args))
 
 
-def _samples(x):
-    return jnp.zeros((x.shape[0], 3, 2), jnp.float32)
-
-
-# name -> (op of x, the symbolic shape of x, its constraints, error, message): only the batch
-# may be symbolic, and int32 indices counted over it must provably fit.
-ERRORS = {
-    "channels NCX": (
-        lambda x: jaxpool.max_pool(x, 2),
-        "n, c, 10, 12",
-        (),
-        ValueError,
-        r"symbolic dimension c on its channel axis \(axis 1\): only the batch N",
-    ),
-    "channels NXC": (
-        lambda x: jaxpool.avg_pool(x, 2, data_format="NXC"),
-        "n, 10, 12, c",
-        (),
-        ValueError,
-        r"symbolic dimension c on its channel axis \(axis 3\)",
-    ),
-    "spatial lp_pool": (
-        lambda x: jaxpool.lp_pool(x, 2),
+# (op of x, the symbolic shape of x, its layout): only the batch may be symbolic, and the
+# error names the dimension, its axis and the layout.
+ERRORS = [
+    (lambda x: jaxpool.max_pool(x, 2), "n, c, 10, 12", "NCX"),
+    (lambda x: jaxpool.avg_pool(x, 2, data_format="NXC"), "n, 10, 12, c", "NXC"),
+    (lambda x: jaxpool.lp_pool(x, 2), "n, 3, h, 12", "NCX"),
+    (lambda x: jaxpool.adaptive_max_pool(x, 2, data_format="NXC"), "n, 10, w, 3", "NXC"),
+    (lambda x: jaxpool.adaptive_avg_pool(x, 2), "n, 3, 10, w", "NCX"),
+    (
+        lambda x: jaxpool.fractional_max_pool(x, 2, 3, jnp.zeros((x.shape[0], 3, 2))),
         "n, 3, h, 12",
-        (),
-        ValueError,
-        r"symbolic dimension h on its spatial axis 0 \(axis 2\)",
+        "NCX",
     ),
-    "spatial adaptive_max_pool": (
-        lambda x: jaxpool.adaptive_max_pool(x, 2, data_format="NXC"),
-        "n, 10, w, 3",
-        (),
-        ValueError,
-        r"symbolic dimension w on its spatial axis 1 \(axis 2\)",
-    ),
-    "spatial adaptive_avg_pool": (
-        lambda x: jaxpool.adaptive_avg_pool(x, 2),
-        "n, 3, 10, w",
-        (),
-        ValueError,
-        r"symbolic dimension w on its spatial axis 1 \(axis 3\)",
-    ),
-    "spatial fractional_max_pool": (
-        lambda x: jaxpool.fractional_max_pool(x, 2, 3, _samples(x)),
-        "n, 3, h, 12",
-        (),
-        ValueError,
-        r"symbolic dimension h on its spatial axis 0",
-    ),
-    "spatial layer": (
-        lambda x: pnn.MaxPool(2)(x),
-        "n, h, 12, 3",
-        (),
-        ValueError,
-        r"symbolic dimension h on its spatial axis 0",
-    ),
-    "kernel": (
-        lambda x: jaxpool.max_pool(x, (2, x.shape[0])),
-        "n, 3, 10, 12",
-        (),
-        TypeError,
-        r"`kernel` must be a static Python int, got the symbolic dimension n",
-    ),
-    "int32 over N": (
-        lambda x: jaxpool.max_pool(x, 2, return_indices=True, index_element_type="i32"),
-        "n, 3, 10, 12",
-        (),
-        ValueError,
-        r"symbolic batch N = n .* holds them only for n <= 5965232.*`axis` 1 or 2.*int64",
-    ),
-    "int32 over N, bound too large": (
-        lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=-4),
-        "n, 3, 10, 12",
-        ("n <= 6000000",),
-        ValueError,
-        r'constraints=\("n <= 5965232",\)',
-    ),
-}
+    (lambda x: pnn.MaxPool(2)(x), "n, h, 12, 3", "NXC"),
+]
 
 
-@pytest.mark.parametrize("name", sorted(ERRORS))
-def test_only_the_batch_is_symbolic(name):
-    op, shape, constraints, error, message = ERRORS[name]
-    spec = jax.ShapeDtypeStruct(export.symbolic_shape(shape, constraints=constraints), jnp.float32)
-    with pytest.raises(error, match=message):
+@pytest.mark.parametrize("op,shape,layout", ERRORS)
+def test_only_the_batch_is_symbolic(op, shape, layout):
+    dims = shape.split(", ")
+    axis, name = next((k, d) for k, d in enumerate(dims[1:], 1) if not d.isdigit())
+    channel = 1 if layout == "NCX" else len(dims) - 1
+    where = "channel axis" if axis == channel else f"spatial axis {axis - 1 - (channel == 1)}"
+    message = (
+        rf"\({layout}\) has the symbolic dimension {name} on its {where} \(axis {axis}\): only"
+    )
+    spec = jax.ShapeDtypeStruct(export.symbolic_shape(shape), jnp.float32)
+    with pytest.raises(ValueError, match=message + " the batch N may be symbolic"):
         export.export(jax.jit(op))(spec)
+
+
+def test_the_kernel_is_static():
+    with pytest.raises(TypeError, match="`kernel` must be a static Python int, got the symbolic"):
+        _export_bounded(lambda x: jaxpool.max_pool(x, (2, x.shape[0])), "n <= 10")
 
 
 def _export_bounded(op, bound):
@@ -439,18 +350,24 @@ def _export_bounded(op, bound):
 
 
 def test_the_bound_the_error_names_exports():
-    """The constraint that the int32 error proposes is one under which the export proves the
-    fit, and the artifact gives the direct call's indices; a batch past an artifact's bound is
-    refused when it is called."""
+    """int32 indices counted over a symbolic N must provably fit: the error proposes a bound
+    under which the export proves the fit, and the artifact gives the direct call's indices; a
+    batch past an artifact's bound is refused when it is called, and a bound too large is
+    refused when exported."""
 
     def op(x):
         return jaxpool.max_pool(x, 2, return_indices=True, index_element_type="i32")
 
     spec = jax.ShapeDtypeStruct(export.symbolic_shape("n, 3, 10, 12"), jnp.float32)
-    with pytest.raises(ValueError) as error:
+    message = r"symbolic batch N = n .* holds them only for n <= 5965232.*`axis` 1 or 2.*int64"
+    with pytest.raises(ValueError, match=message) as error:
         export.export(jax.jit(op))(spec)
     bound = re.search(r'constraints=\("(.*)",\)', str(error.value)).group(1)
     x = _values(2)
     _assert_same_bits(_export_bounded(op, bound).call(x), jax.jit(op)(x))
     with pytest.raises(ValueError, match="n <= 1"):
         _export_bounded(op, "n <= 1").call(x)
+    with pytest.raises(ValueError, match=r'constraints=\("n <= 5965232",\)'):
+        _export_bounded(
+            lambda x: jaxpool.max_pool(x, 2, return_indices=True, axis=-4), "n <= 6000000"
+        )

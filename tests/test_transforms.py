@@ -1,11 +1,10 @@
 """Every JAX transformation composes with every op, and the ops' hypothesis properties.
 
-Each op is checked against itself applied without the transformation (vmap against a loop,
-checkpoint/scan/export against the plain call, forward against reverse mode, hessian against
-``2 J^T J`` of a squared loss), so these tests hold for any correct op.  The properties: the
-layout does not matter, jit equals eager, vmap equals a loop, the gradient is the adjoint of
-the forward derivative (``<J v, w> = <v, J^T w>``) and max pooling's is the scatter of the
-cotangents to the indices.  (That equal attributes never retrace: test_retrace.py.)
+Each op is checked against itself without the transformation (vmap against a loop, checkpoint,
+scan and export against the plain call, forward against reverse mode), so these tests hold for
+any correct op.  The properties: layout invariance, jit equals eager, vmap equals a loop, the
+gradient is the adjoint of the forward derivative (``<J v, w> = <v, J^T w>``) and max pooling's
+the scatter of the cotangents to the indices.  (No retracing: test_retrace.py.)
 """
 
 from __future__ import annotations
@@ -130,12 +129,10 @@ def test_eval_shape_allocates_nothing(op):
     before = len(jax.live_arrays())
     if op == "max_unpool":
         y = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.float32)
-        i = jax.ShapeDtypeStruct((16, 16, 1024, 1024), jnp.int32)
-        (out,) = abstract = (
-            jax.eval_shape(
-                lambda y, i: jaxpool.max_unpool(y, i, (16, 16, 2048, 2048), axis=0), y, i
-            ),
-        )
+        i = jax.ShapeDtypeStruct(y.shape, jnp.int32)
+        unpool = jaxpool.max_unpool
+        out = jax.eval_shape(lambda y, i: unpool(y, i, (16, 16, 2048, 2048), axis=0), y, i)
+        abstract = (out,)
         assert out.shape == (16, 16, 2048, 2048) and out.dtype == jnp.float32
     else:
         fn, _ = _op(op)
@@ -220,32 +217,30 @@ def test_gradient_is_the_adjoint_of_the_forward_derivative(op, n, c, h, w, seed)
 @st.composite
 def pool_cases(draw):
     nd = draw(st.integers(1, 3))
-    spatial = draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd))
-    kernel = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
-    strides = draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd))
-    dilations = draw(st.lists(st.integers(1, 2), min_size=nd, max_size=nd))
-    pads_begin = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
-    pads_end = draw(st.lists(st.integers(0, 2), min_size=nd, max_size=nd))
-    rounding_type = draw(st.sampled_from(["floor", "ceil", "ceil_torch"]))
-    auto_pad = draw(st.sampled_from(["explicit", "valid", "same_upper", "same_lower"]))
+
+    def per_axis(low, high):
+        return draw(st.lists(st.integers(low, high), min_size=nd, max_size=nd))
+
+    spatial = per_axis(1, 7)
+    attrs = dict(
+        kernel=per_axis(1, 3),
+        strides=per_axis(1, 3),
+        dilations=per_axis(1, 2),
+        pads_begin=per_axis(0, 2),
+        pads_end=per_axis(0, 2),
+        rounding_type=draw(st.sampled_from(["floor", "ceil", "ceil_torch"])),
+        auto_pad=draw(st.sampled_from(["explicit", "valid", "same_upper", "same_lower"])),
+    )
+    pads = zip(attrs["pads_begin"], attrs["pads_end"])
     hypothesis.assume(
         all(
-            (k - 1) * d + 1 <= s + (b + e if auto_pad == "explicit" else 0)
-            for k, d, s, b, e in zip(kernel, dilations, spatial, pads_begin, pads_end)
+            (k - 1) * d + 1 <= s + (b + e if attrs["auto_pad"] == "explicit" else 0)
+            for k, d, s, (b, e) in zip(attrs["kernel"], attrs["dilations"], spatial, pads)
         )
     )
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), *spatial)
     seed = draw(st.integers(0, 2**31))
     x = np.random.default_rng(seed).integers(-3, 4, size=shape).astype(np.float32)
-    attrs = dict(
-        kernel=kernel,
-        strides=strides,
-        pads_begin=pads_begin,
-        pads_end=pads_end,
-        dilations=dilations,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-    )
     return x, attrs
 
 
