@@ -12,6 +12,7 @@ NaN is the argmax instead.  The derivative routes through the argmax positions.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from typing import Any
 
@@ -180,14 +181,10 @@ def adaptive_max_pool(
       >>> y[0, 0].tolist(), i[0, 0].tolist()
       ([1.0, 3.0, 4.0], [1, 3, 4])
     """
-    return _checked(
-        x,
-        output_size,
-        data_format=data_format,
-        return_indices=return_indices,
-        index_element_type=index_element_type,
-        nan="first",
-    )
+    return _checked("first", x, output_size, data_format, return_indices, index_element_type)
+
+
+_SIGNATURE = inspect.signature(adaptive_max_pool)
 
 
 def with_nan_rule(
@@ -202,20 +199,16 @@ def with_nan_rule(
     """
     if indices_lib.check_nan_rule(nan) == "first" or exporting.EXPORTER is not None:
         return adaptive_max_pool(x, *args, **options)
-    return _checked(x, *args, **options, nan=nan)
+    bound = _SIGNATURE.bind(x, *args, **options)
+    bound.apply_defaults()
+    return _checked(nan, **bound.arguments)
 
 
 def _checked(
-    x: jax.typing.ArrayLike,
-    output_size: Any,
-    *,
-    data_format: str = "NCX",
-    return_indices: bool = False,
-    index_element_type: Any = None,
-    nan: str,
+    nan, x, output_size, data_format, return_indices, index_element_type
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
-    """:func:`adaptive_max_pool`'s arguments checked, and the op run with the NaN rule
-    ``nan``."""
+    """:func:`adaptive_max_pool`'s arguments, every one given (its signature holds their kinds
+    and defaults), checked, and the op run with the NaN rule ``nan``."""
     x = jnp.asarray(x)
     window_lib.check_input("x", x.shape, x.dtype)
     window = window_lib.make_adaptive_window(x.shape, output_size, data_format)
