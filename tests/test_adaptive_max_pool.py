@@ -1,5 +1,6 @@
-"""adaptive_max_pool against the OpenVINO runtime (AdaptiveMaxPool-8), PyTorch and
-``tests/reference.py`` (for NaN, which the runtime skips, and signed zeros).
+"""adaptive_max_pool and adaptive_avg_pool against the OpenVINO runtime (AdaptiveMaxPool-8,
+AdaptiveAvgPool-8), PyTorch and ``tests/reference.py`` (for NaN, which the runtime skips, and
+signed zeros), both ops on the same inputs.
 
 The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
 ``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
@@ -19,6 +20,7 @@ import pytest
 import reference
 import torch
 from jax.test_util import check_grads
+from test_avg_pool import check_average
 
 import jaxpool
 
@@ -61,6 +63,7 @@ def test_random_configurations_cover_every_kind_of_bin():
     assert {(c["data_format"], c["ties"]) for c in configs} == {
         (f, t) for f in ("NCX", "NXC") for t in (False, True)
     }
+    assert any(set(cases.runtime_size(c)) == {1} for c in configs if c["dtype"] == "int8")
 
 
 def _scatter_counts(indices, shape):
@@ -84,19 +87,20 @@ BIT_CASES = [
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's values and indices (NaN, signed zeros: tests/reference.py's), on both
-    programs (float64: also adaptive_avg_pool's)."""
+    """The runtime's values, indices and averages (NaN, signed zeros: tests/reference.py's),
+    on both programs."""
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
-        """Values and int32 indices; every fourth configuration also runs the program without
-        indices."""
+        """adaptive_max_pool's values and int32 indices (every fourth configuration also the
+        program without indices) and adaptive_avg_pool's averages."""
         cfg = cases.adaptive_config(seed)
         x = cases.adaptive_sample(
             np.random.default_rng(seed), cfg["dtype"], cfg["shape"], cfg["ties"]
         )
         x_ov = x.astype(np.float32) if cfg["dtype"] == "bfloat16" else x
-        expected, expected_i = oracle.adaptive_max_pool(x_ov, cases.runtime_size(cfg))
+        size = cases.runtime_size(cfg)
+        expected, expected_i = oracle.adaptive_max_pool(x_ov, size)
         y, i = cases.call_in_layout(_with_indices, x, cfg)
         assert y.dtype == x.dtype and i.dtype == np.int32
         np.testing.assert_array_equal(y.astype(expected.dtype), expected)
@@ -105,25 +109,51 @@ class TestRuntime:
             np.testing.assert_array_equal(
                 cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), y
             )
+        if x.dtype.kind in "iu" and set(size) == {1}:
+            # The runtime's global integer average truncates (test_adaptive_avg_pool.py); its
+            # AvgPool rounds.
+            expected = oracle.avg_pool(x_ov, list(x.shape[2:]))
+        else:
+            expected = oracle.adaptive_avg_pool(x_ov, size)
+        y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
+        assert y.dtype == x.dtype
+        check_average(y, expected, cfg["dtype"])
 
     @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
     @pytest.mark.parametrize("form", range(len(cases.ADAPTIVE_FORMS)))
     def test_every_form_matches_runtime(self, form, data_format):
-        """Values only and with indices, for each form the programs take (global, small bins
-        in one chain, large bins one axis at a time), with and without ties, with
-        infinities."""
+        """Each form the programs take (global, small bins in one chain, large bins one axis at
+        a time), with and without ties: the averages, then, with infinities added, the maxima
+        with and without indices; the average's gradient is the transpose of the runtime's
+        linear map."""
         cfg = cases.form_config(form, data_format)
+        size = cases.runtime_size(cfg)
         rng = np.random.default_rng(form)
         for ties in (False, True):
             x = cases.adaptive_sample(rng, "float32", cfg["shape"], ties)
+            y = cases.call_in_layout(jaxpool.adaptive_avg_pool, x, cfg)
+            np.testing.assert_allclose(y, oracle.adaptive_avg_pool(x, size), rtol=2e-6, atol=1e-6)
             x[rng.random(x.shape) < 0.05] = np.inf
             x[rng.random(x.shape) < 0.05] = -np.inf
-            expected, expected_i = oracle.adaptive_max_pool(x, cases.runtime_size(cfg))
+            expected, expected_i = oracle.adaptive_max_pool(x, size)
             y, i = cases.call_in_layout(_with_indices, x, cfg)
             np.testing.assert_array_equal(y, expected)
             np.testing.assert_array_equal(i, expected_i)
             values = cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg)
             np.testing.assert_array_equal(values, expected)
+        # The average is linear: <f(v), w> = <v, grad> for a random v and w, in the layout.
+        v = rng.standard_normal(x.shape).astype(np.float32)
+        w = rng.standard_normal(y.shape).astype(np.float32)
+        fmt, w_in = data_format, cases.to_layout(w, data_format)
+        grad = jax.jit(
+            jax.grad(
+                lambda a: jnp.sum(
+                    jaxpool.adaptive_avg_pool(a, cfg["output_size"], data_format=fmt) * w_in
+                )
+            )
+        )(cases.to_layout(v, fmt))
+        lhs = float(np.sum(oracle.adaptive_avg_pool(v, size) * w))
+        assert abs(lhs - float(np.sum(cases.from_layout(grad, fmt) * v))) < 1e-4 * (1 + abs(lhs))
 
     @pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int32"])
     @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
@@ -150,8 +180,7 @@ class TestRuntime:
                 np.testing.assert_array_equal(y, expected, err_msg=f"{shape} {data}")
                 np.testing.assert_array_equal(i, expected_i, err_msg=f"{shape} {data}")
 
-    @pytest.mark.parametrize("kind", ["max", "avg"])
-    def test_float64(self, kind, x64):
+    def test_float64(self, x64):
         """Against the runtime's float32: adaptive_max_pool's values and int64 indices (every
         form of the type), adaptive_avg_pool's values."""
         rng = np.random.default_rng(11)
@@ -159,12 +188,9 @@ class TestRuntime:
             cfg = cases.adaptive_config(seed)
             x = rng.standard_normal(cfg["shape"])
             x32, size = x.astype(np.float32), cases.runtime_size(cfg)
-            if kind == "avg":
-                y = jaxpool.adaptive_avg_pool(x, cfg["output_size"])
-                assert y.dtype == jnp.float64
-                expected = oracle.adaptive_avg_pool(x32, size)
-                np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
-                continue
+            y = jaxpool.adaptive_avg_pool(x, cfg["output_size"])
+            assert y.dtype == jnp.float64
+            np.testing.assert_allclose(y, oracle.adaptive_avg_pool(x32, size), rtol=1e-5, atol=1e-6)
             expected, expected_i = oracle.adaptive_max_pool(x32, size)
             for index_element_type in (None, "i64", jnp.int64):
                 y, i = _with_indices(x, cfg["output_size"], index_element_type=index_element_type)
@@ -179,17 +205,32 @@ class TestRuntime:
         )
         np.testing.assert_array_equal(y, x)
         np.testing.assert_array_equal(i, np.broadcast_to(np.arange(20).reshape(4, 1, 5), x.shape))
+        np.testing.assert_array_equal(
+            jit_mode(lambda v: jaxpool.adaptive_avg_pool(v, (4, 1, 5)), x), x
+        )
+        np.testing.assert_array_equal(jaxpool.adaptive_avg_pool(x, (None, None, 5)), x)
         y, i = jaxpool.adaptive_max_pool(x, (None, 1, 2), return_indices=True)
         expected, expected_i = oracle.adaptive_max_pool(x, (4, 1, 2))
         np.testing.assert_array_equal(y, expected)
         np.testing.assert_array_equal(i, expected_i)
+        y, expected = (
+            jaxpool.adaptive_avg_pool(x, (None, 1, 2)),
+            oracle.adaptive_avg_pool(x, (4, 1, 2)),
+        )
+        np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
 
     @pytest.mark.parametrize("shape, output_size", NAN_CASES)
     def test_nan_and_inf(self, shape, output_size):
         """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
-        gives -inf and its first element; the gradient goes to the indices."""
+        gives -inf and its first element; the gradient goes to the indices.  Of cases.special's
+        maps the averages too (NaN where NaN)."""
         if shape == "specials":
             x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch
+            np.testing.assert_allclose(
+                np.asarray(jaxpool.adaptive_avg_pool(x, output_size)),
+                reference.adaptive_avg_pool(x, output_size),
+                rtol=1e-6,
+            )
         else:
             rng = np.random.default_rng(4)
             x = rng.standard_normal(shape).astype(np.float32)
@@ -324,19 +365,29 @@ def test_huge_input_without_indices():
 @cases.fuzz(40)
 @hypothesis.given(cases.adaptive_cases())
 def test_fuzz_against_reference(config):
-    """Random output sizes, valid and invalid, against tests/reference.py."""
+    """Random output sizes, valid and invalid, against tests/reference.py: the maxima and
+    their indices exactly, the averages to float rounding (integers: to one unit, a float32
+    mean may sit just across a .5)."""
     x, size, fmt = config
+    x_in = cases.to_layout(x, fmt)
     if not cases.valid_adaptive(x, size, fmt):
-        with pytest.raises((ValueError, TypeError)):
-            jaxpool.adaptive_max_pool(
-                cases.to_layout(x, fmt), size, data_format=fmt, return_indices=True
-            )
+        for pool in (_with_indices, jaxpool.adaptive_avg_pool):
+            with pytest.raises((ValueError, TypeError)):
+                pool(x_in, size, data_format=fmt)
         return
     y_ref, i_ref = reference.adaptive_max_pool(x, size)
-    y, i = jaxpool.adaptive_max_pool(
-        cases.to_layout(x, fmt), size, data_format=fmt, return_indices=True
-    )
+    y, i = _with_indices(x_in, size, data_format=fmt)
     assert y.dtype == x.dtype
     np.testing.assert_array_equal(cases.from_layout(y, fmt), y_ref)
     np.testing.assert_array_equal(cases.from_layout(i, fmt), i_ref)
     assert 0 <= np.min(i_ref) and np.max(i_ref) < math.prod(x.shape[2:])
+    expected = reference.adaptive_avg_pool(x, size)
+    y = cases.from_layout(jaxpool.adaptive_avg_pool(x_in, size, data_format=fmt), fmt)
+    assert y.dtype == x.dtype
+    if x.dtype.kind == "i":
+        assert np.max(np.abs(y.astype(np.int64) - expected.astype(np.int64))) <= 1
+    else:
+        tol = 1e-3 if x.dtype == np.float16 else 1e-6
+        np.testing.assert_allclose(
+            y.astype(np.float64), expected.astype(np.float64), rtol=tol, atol=tol
+        )

@@ -35,7 +35,8 @@ def _attrs(cfg):
 TOL = {"float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3), "float32": (2e-6, 1e-6)}
 
 
-def _check(actual, expected, dtype):
+def check_average(actual, expected, dtype):
+    """An average of ``dtype`` against the runtime's: integers exactly, floats to ``TOL``."""
     if dtype in ("int8", "uint8", "int32"):
         np.testing.assert_array_equal(actual, expected)
     else:
@@ -117,7 +118,7 @@ class TestRuntime:
         assert y.dtype == x.dtype
         y = cases.from_layout(y, cfg["data_format"])
         assert y.shape == expected.shape
-        _check(y, expected, cfg["dtype"])
+        check_average(y, expected, cfg["dtype"])
 
     @pytest.mark.parametrize("auto_pad", AUTO_PADS)
     @pytest.mark.parametrize("rounding_type", ROUNDINGS)
