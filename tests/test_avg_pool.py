@@ -5,6 +5,8 @@ The runtime, PyTorch and gradient checks are the classes below, whose tests run 
 the CPU program.
 """
 
+import functools
+
 import cases
 import hypothesis
 import jax
@@ -46,25 +48,10 @@ def check_average(actual, expected, dtype):
         )
 
 
-def _empty_windows(shape, kernel, strides, pads_begin, pads_end, rounding_type, auto_pad, **_):
-    """The windows that hold no input element, from the runtime's MaxPool on ones (which
-    gives the lowest finite value there)."""
-    y, _ = oracle.max_pool(
-        np.ones(shape, np.float32),
-        kernel,
-        strides,
-        pads_begin,
-        pads_end,
-        rounding_type=rounding_type,
-        auto_pad=auto_pad,
-        opset=14,
-    )
-    return y < 0
-
-
 def _runtime(x, kernel, **attrs):
     """The runtime's AvgPool, with jaxpool's 0 for windows with no input element (where the
-    runtime gives NaN, -0, or for int32 the NaN cast to the type's minimum).
+    runtime gives NaN, -0, or for int32 the NaN cast to the type's minimum): those where the
+    runtime's MaxPool on ones gives the lowest finite value.
 
     The CPU plugin cannot compile some int32 poolings (a kernel larger than the input); their
     int8-range values then run as int8.
@@ -82,7 +69,7 @@ def _runtime(x, kernel, **attrs):
         attrs["auto_pad"] != "explicit" or max(pads) < min(np.ravel(kernel))
     ):
         return y  # every window holds an input element
-    empty = _empty_windows(x.shape, kernel, **attrs)
+    empty = oracle.max_pool(np.ones(x.shape, np.float32), kernel, opset=14, **attrs)[0] < 0
     return np.where(empty, np.zeros((), y.dtype), y)
 
 
@@ -266,16 +253,10 @@ class TestRuntime:
                 dict(kernel=3, strides=1, pads_begin=1, pads_end=1),
                 dict(kernel=2, strides=2, rounding_type="ceil", pads_end=1),
             ):
-                y = jaxpool.avg_pool(x, **config, exclude_pad=exclude_pad)
+                pool = functools.partial(jaxpool.avg_pool, **config, exclude_pad=exclude_pad)
                 expected = reference.avg_pool(x, **config, exclude_pad=exclude_pad)
-                np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-6)  # NaN where NaN
-                grad = jax.jit(
-                    jax.grad(
-                        lambda x, c=config, e=exclude_pad: jaxpool.avg_pool(
-                            x, **c, exclude_pad=e
-                        ).sum()
-                    )
-                )
+                np.testing.assert_allclose(np.asarray(pool(x)), expected, rtol=1e-6)  # NaN: NaN
+                grad = jax.jit(jax.grad(lambda x, pool=pool: pool(x).sum()))
                 g = grad(x)
                 assert np.all(np.isfinite(np.asarray(g))), "a linear op's gradient ignores x"
                 np.testing.assert_array_equal(np.asarray(g), np.asarray(grad(np.zeros_like(x))))
@@ -326,18 +307,11 @@ class TestPyTorchAndGradients:
         g = rng.standard_normal(tuple(yt.shape))
         yt.backward(torch.tensor(g))
 
-        def f(v):
-            return jaxpool.avg_pool(
-                v,
-                3,
-                2,
-                padding,
-                padding,
-                exclude_pad=not count_include_pad,
-                rounding_type="ceil_torch" if ceil_mode else "floor",
-                divisor_rule=divisor_rule,
-                divisor_override=extra.get("divisor_override"),
-            )
+        f = functools.partial(
+            jaxpool.avg_pool, kernel=3, strides=2, pads_begin=padding, pads_end=padding,
+            exclude_pad=not count_include_pad, rounding_type="ceil_torch" if ceil_mode else "floor",
+            divisor_rule=divisor_rule, divisor_override=extra.get("divisor_override"),
+        )  # fmt: skip
 
         y, grad = jax.jit(lambda v, g: (f(v), jax.vjp(f, v)[1](g)[0]))(
             x.astype(np.float32), g.astype(np.float32)
@@ -347,16 +321,8 @@ class TestPyTorchAndGradients:
 
     def test_integer_division_truncate_is_torchs_int64_average(self, x64):
         x = np.random.default_rng(4).integers(-50, 50, (2, 3, 7, 6))
-        y = jaxpool.avg_pool(
-            x,
-            3,
-            2,
-            1,
-            1,
-            rounding_type="ceil_torch",
-            divisor_rule="padded_input",
-            integer_division="truncate",
-        )
+        torch_rules = dict(divisor_rule="padded_input", integer_division="truncate")
+        y = jaxpool.avg_pool(x, 3, 2, 1, 1, rounding_type="ceil_torch", **torch_rules)
         expected = torch.nn.functional.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True)
         assert y.dtype == jnp.int64
         np.testing.assert_array_equal(y, expected.numpy())

@@ -112,9 +112,7 @@ def _check(x, attrs, y_ref, i_ref, data_format="NCX", values_only=True, ct=None,
 
 
 def _compare(x_ncx, data_format, opset, index_element_type, axis, attrs, values_only=False):
-    y_ref, i_ref = _max_pool_runtime(
-        x_ncx, opset, "i32" if index_element_type == "i32" else "i64", axis, **attrs
-    )
+    y_ref, i_ref = _max_pool_runtime(x_ncx, opset, index_element_type, axis, **attrs)
     attrs = dict(attrs, index_element_type=index_element_type, axis=axis)
     i = _check(x_ncx, attrs, y_ref, i_ref, data_format, values_only)
     assert i.dtype == (np.int32 if index_element_type == "i32" else np.int64)
@@ -157,18 +155,9 @@ def _grid(seed: int, count: int):
         )
         if opset > 1:
             attrs["dilations"] = dilations
+        ties, seed = bool(rng.integers(0, 2)), int(rng.integers(0, 2**31))
         configs.append(
-            (
-                shape,
-                dtype,
-                data_format,
-                opset,
-                index_element_type,
-                axis,
-                attrs,
-                bool(rng.integers(0, 2)),
-                int(rng.integers(0, 2**31)),
-            )
+            (shape, dtype, data_format, opset, index_element_type, axis, attrs, ties, seed)
         )
     return configs
 
@@ -383,18 +372,12 @@ class TestPyTorchAndGradients:
         ct = rng.standard_normal(yt.shape).astype(np.float32)
         yt.backward(torch.tensor(ct))
 
+        rounding_type = "ceil_torch" if ceil_mode else "floor"
+        attrs = dict(dilations=dilations, rounding_type=rounding_type, data_format=data_format)
+
         def pool(x):
             return jaxpool.max_pool(
-                x,
-                kernel,
-                strides,
-                pads,
-                pads,
-                dilations=dilations,
-                rounding_type="ceil_torch" if ceil_mode else "floor",
-                data_format=data_format,
-                return_indices=True,
-                axis=2,
+                x, kernel, strides, pads, pads, **attrs, return_indices=True, axis=2
             )
 
         @jax.jit
@@ -531,9 +514,7 @@ def test_one_gib_input():
     same_values, values_at_indices, indices_in_window, shape = check(x)
     del x
     assert shape == (16, 16, 512, 512)
-    assert bool(same_values)
-    assert bool(values_at_indices)
-    assert bool(indices_in_window)
+    assert bool(same_values) and bool(values_at_indices) and bool(indices_in_window)
 
 
 FUZZ = cases.fuzz(80)
