@@ -6,6 +6,7 @@ The 1-D core op is PyTorch's 2-D op on a height of 1 (one window start there, 0)
 
 import functools
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,22 +185,13 @@ def test_core_op_in_both_layouts_matches_pytorch(seed):
     else:
         xt, kt, ot, st = x, kernel, out, (samples[..., ::-1] if nd == 2 else samples)
     cotangent = rng.standard_normal((2, 3, *out)).astype(np.float32)
-    y_t, i_t, g_t = _torch_call(
-        max(nd, 2),
-        xt,
-        kt,
-        {"output_size": ot},
-        st.copy(),
-        (cotangent[:, :, None] if nd == 1 else cotangent),
-    )
+    ct = cotangent[:, :, None] if nd == 1 else cotangent
+    y_t, i_t, g_t = _torch_call(max(nd, 2), xt, kt, {"output_size": ot}, st.copy(), ct)
     shape = (2, 3, *out)
     pool = functools.partial(jaxpool.fractional_max_pool, kernel=kernel, output_size=out)
-    for data_format in ("NCX", "NXC"):
-        xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
-        cl = np.moveaxis(cotangent, 1, -1) if data_format == "NXC" else cotangent
-        y, i, g = _vjp(pool, data_format, xl, samples, cl)
-        if data_format == "NXC":
-            y, i, g = (np.moveaxis(np.asarray(a), -1, 1) for a in (y, i, g))
+    for fmt in ("NCX", "NXC"):
+        got = _vjp(pool, fmt, cases.to_layout(x, fmt), samples, cases.to_layout(cotangent, fmt))
+        y, i, g = (cases.from_layout(a, fmt) for a in got)
         np.testing.assert_array_equal(np.asarray(y), y_t.numpy().reshape(shape))
         np.testing.assert_array_equal(np.asarray(i), i_t.reshape(shape))
         np.testing.assert_allclose(np.asarray(g), g_t.reshape(x.shape), rtol=1e-6, atol=1e-6)
@@ -246,12 +238,9 @@ def test_key_draws_samples_as_pytorch_reads_them(nd):
     assert y.shape == i.shape == (2, 3, *out)
     samples = np.asarray(jax.random.uniform(key, (2, 3, nd), jnp.float32))
     expected, expected_i = op(
-        torch.tensor(x),
-        2,
-        output_ratio=(0.5,) * nd,
-        return_indices=True,
+        torch.tensor(x), 2, output_ratio=(0.5,) * nd, return_indices=True,
         _random_samples=torch.tensor(samples),
-    )
+    )  # fmt: skip
     np.testing.assert_array_equal(np.asarray(y), expected.numpy())
     np.testing.assert_array_equal(np.asarray(i), expected_i.numpy())
     others = [fn(x, 2, out, return_indices=True, key=jax.random.key(k))[1] for k in (8, 9)]
@@ -275,12 +264,9 @@ def test_batch_axes_are_the_merged_batch(lead):
         x, (2, 3), (4, 5), samples, data_format="NXC", return_indices=True
     )
     merged = torch.tensor(np.moveaxis(x.reshape(-1, 9, 10, 4), -1, 1))
+    torch_samples = torch.tensor(samples.reshape(-1, 4, 2)[..., ::-1].copy())  # (w, h)
     expected, expected_i = F.fractional_max_pool2d(
-        merged,
-        (2, 3),
-        output_size=(4, 5),
-        return_indices=True,
-        _random_samples=torch.tensor(samples.reshape(-1, 4, 2)[..., ::-1].copy()),  # (w, h)
+        merged, (2, 3), output_size=(4, 5), return_indices=True, _random_samples=torch_samples
     )
     assert y.shape == i.shape == (*lead, 4, 5, 4)
     for got, want in ((y, expected), (i, expected_i)):

@@ -163,19 +163,12 @@ def test_gradients_in_both_modes(p, data_format, order, program):
         x = rng.uniform(0.5, 2.0, (1, 7, 6, 2)) * rng.choice([-1.0, 1.0], (1, 7, 6, 2))
         x = jnp.asarray(x if data_format == "NXC" else np.moveaxis(x, -1, 1))
 
-        @jax.jit
-        def f(x):
-            return jaxpool.lp_pool(
-                x,
-                (3, 2),
-                (2, 1),
-                (1, 0),
-                (0, 1),
-                p=p,
-                dilations=(1, 2),
-                data_format=data_format,
+        f = jax.jit(
+            lambda x: jaxpool.lp_pool(
+                x, (3, 2), (2, 1), (1, 0), (0, 1), p=p, dilations=(1, 2), data_format=data_format,
                 rounding_type="ceil",
             )
+        )  # fmt: skip
 
         if order == 2 and program == "cpu":
             order = 1  # second derivatives once, under the portable program: they compile slowly

@@ -9,7 +9,6 @@ import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracle
 import pytest
 import reference
 import torch
@@ -37,16 +36,14 @@ def test_matches_torch_non_overlapping(nd, axis, data_format):
     g = rng.standard_normal(shape).astype(np.float32)
     expected.backward(torch.tensor(g))
 
-    x_in = x if data_format == "NCX" else oracle.to_nxc(x)
+    x_in = cases.to_layout(x, data_format)
     y, i = jaxpool.max_pool(x_in, 2, return_indices=True, axis=axis, data_format=data_format)
     out, vjp = jax.vjp(
         lambda v: jaxpool.max_unpool(v, i, x_in.shape, axis=axis, data_format=data_format), y
     )
-    (grad,) = vjp(jnp.asarray(g if data_format == "NCX" else oracle.to_nxc(g)))
-    if data_format == "NXC":
-        out, grad = oracle.to_ncx(np.asarray(out)), oracle.to_ncx(np.asarray(grad))
-    np.testing.assert_array_equal(out, expected.detach().numpy())
-    np.testing.assert_array_equal(grad, yt.grad.numpy())
+    (grad,) = vjp(jnp.asarray(cases.to_layout(g, data_format)))
+    np.testing.assert_array_equal(cases.from_layout(out, data_format), expected.detach().numpy())
+    np.testing.assert_array_equal(cases.from_layout(grad, data_format), yt.grad.numpy())
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
@@ -65,7 +62,7 @@ def test_overlapping_windows_sum(axis, jit_mode):
 def test_adaptive_indices(data_format):
     """adaptive_max_pool's spatial indices (axis=2), also for output larger than input."""
     x = np.random.default_rng(5).standard_normal((2, 3, 5, 4)).astype(np.float32)
-    x_in = x if data_format == "NCX" else oracle.to_nxc(x)
+    x_in = cases.to_layout(x, data_format)
     for output_size in ((2, 3), (7, 9)):
         y, i = jaxpool.adaptive_max_pool(
             x_in, output_size, return_indices=True, data_format=data_format
@@ -188,12 +185,10 @@ def test_combine_torch_is_torchs_max_unpool_with_repeated_indices(data_format):
     expected = torch.nn.functional.max_unpool2d(yt, torch.tensor(i), 1, output_size=(3, 4))
     expected.backward(torch.tensor(g))
 
-    def unpool(v):
-        v = oracle.to_nxc(v) if data_format == "NXC" else v
-        shape = (2, 3, 3, 4) if data_format == "NCX" else (2, 3, 4, 3)
-        index = oracle.to_nxc(i) if data_format == "NXC" else i
-        out = jaxpool.max_unpool(v, index, shape, axis=2, combine="torch", data_format=data_format)
-        return out if data_format == "NCX" else jnp.moveaxis(out, -1, 1)
+    def unpool(v, fmt=data_format):
+        v, index = cases.to_layout(v, fmt), cases.to_layout(i, fmt)
+        out = jaxpool.max_unpool(v, index, v.shape, axis=2, combine="torch", data_format=fmt)
+        return out if fmt == "NCX" else jnp.moveaxis(out, -1, 1)
 
     for fn in (unpool, jax.jit(unpool)):
         got, vjp = jax.vjp(fn, jnp.asarray(y))
