@@ -351,20 +351,24 @@ def test_fuzz_against_reference(config, exclude_pad):
     """A valid configuration of random attributes matches the reference (to float rounding;
     integers rounded half to even); an invalid one raises ``ValueError`` or ``TypeError``."""
     x, attrs = config
-    fmt = attrs["data_format"]
+    fmt, x_in = attrs["data_format"], cases.to_layout(x, attrs["data_format"])
     if not (cases.valid_sliding(x, attrs) and isinstance(exclude_pad, bool)):
         with pytest.raises((ValueError, TypeError)):
-            jaxpool.avg_pool(cases.to_layout(x, fmt), **attrs, exclude_pad=exclude_pad)
+            jaxpool.avg_pool(x_in, **attrs, exclude_pad=exclude_pad)
         return
-    ncx_attrs = cases.without_layout(attrs)
-    expected = reference.avg_pool(x, **ncx_attrs, exclude_pad=exclude_pad)
-    y = jaxpool.avg_pool(cases.to_layout(x, fmt), **attrs, exclude_pad=exclude_pad)
+    y = jaxpool.avg_pool(x_in, **attrs, exclude_pad=exclude_pad)
     assert y.dtype == x.dtype
-    y = cases.from_layout(y, fmt)
-    if x.dtype.kind == "i":
-        # Round half to even of the exact mean; a float32 mean may sit just across a .5.
+    ncx_attrs = dict(cases.without_layout(attrs), exclude_pad=exclude_pad)
+    check_fuzzed_average(cases.from_layout(y, fmt), x, lambda v: reference.avg_pool(v, **ncx_attrs))
+
+
+def check_fuzzed_average(y, x, reference_pool):
+    """``y`` against ``reference_pool(x)``: floats to rounding, integers rounded half to even
+    from the float64 mean, where a float32 mean may sit just across a .5 (one unit off)."""
+    expected = reference_pool(x)
+    if x.dtype.kind in "iu":
         assert np.max(np.abs(y.astype(np.int64) - expected.astype(np.int64)), initial=0) <= 1
-        exact = reference.avg_pool(x.astype(np.float64), **ncx_attrs, exclude_pad=exclude_pad)
+        exact = reference_pool(x.astype(np.float64))
         clear = np.abs(exact - np.floor(exact) - 0.5) > 1e-3
         np.testing.assert_array_equal(y[clear], expected[clear])
     else:

@@ -523,23 +523,29 @@ FUZZ = cases.fuzz(80)
 @FUZZ
 @hypothesis.given(cases.sliding_cases(with_dilations=True), st.integers(-5, 5), st.booleans())
 def test_fuzz_against_reference(config, axis, return_indices):
-    """A valid configuration of random attributes matches the reference exactly; an invalid
-    one raises ``ValueError`` or ``TypeError``, and nothing else may happen."""
+    """A valid configuration of random attributes matches the reference exactly, and max_unpool
+    of its float values at its indices (taken with an axis 0-2) is the reference's scatter-add
+    of them, with the window stated or not; an invalid configuration raises ``ValueError`` or
+    ``TypeError``, and nothing else may happen."""
     x, attrs = config
-    fmt = attrs["data_format"]
+    fmt, x_in = attrs["data_format"], cases.to_layout(x, attrs["data_format"])
     valid = cases.valid_sliding(x, attrs) and -x.ndim <= axis < x.ndim
     if not valid:
         with pytest.raises((ValueError, TypeError)):
-            jaxpool.max_pool(
-                cases.to_layout(x, fmt), **attrs, return_indices=return_indices, axis=axis
-            )
+            jaxpool.max_pool(x_in, **attrs, return_indices=return_indices, axis=axis)
         return
     y_ref, i_ref = reference.max_pool(x, **cases.without_layout(attrs), axis=axis % x.ndim)
-    out = jaxpool.max_pool(
-        cases.to_layout(x, fmt), **attrs, return_indices=return_indices, axis=axis
-    )
+    out = jaxpool.max_pool(x_in, **attrs, return_indices=return_indices, axis=axis)
     y = out[0] if return_indices else out
     assert y.dtype == x.dtype
     np.testing.assert_array_equal(cases.from_layout(y, fmt), y_ref)
-    if return_indices:
-        np.testing.assert_array_equal(cases.from_layout(out[1], fmt), i_ref)
+    if not return_indices:
+        return
+    np.testing.assert_array_equal(cases.from_layout(out[1], fmt), i_ref)
+    if x.dtype.kind == "f" and axis % x.ndim <= 2:
+        expected = reference.max_unpool(y_ref, i_ref, x.shape, axis=axis)
+        for window in ({}, cases.without_layout(attrs)):
+            got = jaxpool.max_unpool(
+                *out, x_in.shape, axis=axis % x.ndim, data_format=fmt, **window
+            )
+            np.testing.assert_array_equal(cases.from_layout(got, fmt), expected)

@@ -1,11 +1,10 @@
 """max_unpool against PyTorch's max_unpool and ``tests/reference.py`` (NumPy's unbuffered
-``np.add.at``); with the window stated, against the same call without it (the scatter)."""
+``np.add.at``); with the window stated, against the same call without it (the scatter).
+Unpooling fuzzed max_pool outputs: test_max_pool.py's fuzz test."""
 
 import functools
 
 import cases
-import hypothesis
-import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,25 +125,6 @@ def test_huge_output_with_x64():
             functools.partial(jaxpool.max_unpool, output_shape=shape, axis=2), y, i
         )
     assert out.shape == shape and out.dtype == jnp.float32
-
-
-@cases.fuzz(30)
-@hypothesis.given(cases.sliding_cases(with_dilations=True), st.integers(0, 2))
-def test_fuzz_unpools_what_max_pool_found(config, axis):
-    """Unpooling what max_pool found is the reference's scatter-add of the same indices, with
-    the window stated or not."""
-    x, attrs = config
-    if not cases.valid_sliding(x, attrs) or x.dtype.kind != "f":
-        return
-    fmt = attrs["data_format"]
-    y, i = jaxpool.max_pool(cases.to_layout(x, fmt), **attrs, return_indices=True, axis=axis)
-    expected = reference.max_unpool(
-        cases.from_layout(y, fmt), cases.from_layout(i, fmt), x.shape, axis=axis
-    )
-    shape = cases.to_layout(x, fmt).shape
-    for window in ({}, cases.without_layout(attrs)):
-        out = jaxpool.max_unpool(y, i, shape, axis=axis, data_format=fmt, **window)
-        np.testing.assert_array_equal(cases.from_layout(out, fmt), expected)
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
