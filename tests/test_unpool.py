@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import reference
 import torch
+import torch.nn.functional as F
 from jax.test_util import check_grads
 
 import jaxpool
@@ -18,31 +19,41 @@ import jaxpool
 torch.set_num_threads(1)
 
 
-@pytest.mark.parametrize("nd", [1, 2, 3])
-@pytest.mark.parametrize("axis,data_format", [(0, "NCX"), (1, "NXC"), (2, "NCX"), (-3, "NXC")])
-def test_matches_torch_non_overlapping(nd, axis, data_format):
-    """Non-overlapping windows: PyTorch's max_unpool (spatial indices) for every index axis,
-    values and the gradient in ``y``."""
-    rng = np.random.default_rng(nd)
-    shape = (2, 3, *[8, 6, 4][:nd])
-    x = rng.standard_normal(shape).astype(np.float32)
-    xt = torch.tensor(x)
-    pooled, torch_i = getattr(torch.nn.functional, f"max_pool{nd}d")(xt, 2, return_indices=True)
-    yt = pooled.clone().requires_grad_(True)
-    expected = getattr(torch.nn.functional, f"max_unpool{nd}d")(
-        yt, torch_i, 2, output_size=shape[2:]
-    )
-    g = rng.standard_normal(shape).astype(np.float32)
-    expected.backward(torch.tensor(g))
+# (index axis, layout, PyTorch's kernel, stride and padding, combine): non-overlapping windows
+# for every index axis and layout; overlapping ones name a position several times, and
+# combine="max" keeps one value, as PyTorch does.
+TORCH = [*[(a, f, (2, 2, 0), "sum") for a, f in [(0, "NCX"), (1, "NXC"), (2, "NCX"), (-3, "NXC")]],
+         (2, "NCX", (3, 1, 1), "max")]  # fmt: skip
 
-    x_in = cases.to_layout(x, data_format)
-    y, i = jaxpool.max_pool(x_in, 2, return_indices=True, axis=axis, data_format=data_format)
-    out, vjp = jax.vjp(
-        lambda v: jaxpool.max_unpool(v, i, x_in.shape, axis=axis, data_format=data_format), y
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("axis, fmt, window, combine", TORCH)
+def test_matches_torch(nd, axis, fmt, window, combine):
+    """PyTorch's max_unpool of its max_pool's (spatial) indices, on negative values: positions
+    no index names stay 0.  The gradient in ``y`` where no position repeats (PyTorch's reads
+    each value's position in full; "max" shares it among equal winners)."""
+    rng = np.random.default_rng(nd)
+    x = -np.abs(rng.standard_normal((2, 3, *[8, 6, 4][:nd]))).astype(np.float32)
+    yt, it = getattr(F, f"max_pool{nd}d")(torch.tensor(x), *window, return_indices=True)
+    expected = getattr(F, f"max_unpool{nd}d")(
+        yt.requires_grad_(), it, *window, output_size=x.shape[2:]
     )
-    (grad,) = vjp(jnp.asarray(cases.to_layout(g, data_format)))
-    np.testing.assert_array_equal(cases.from_layout(out, data_format), expected.detach().numpy())
-    np.testing.assert_array_equal(cases.from_layout(grad, data_format), yt.grad.numpy())
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    expected.backward(torch.tensor(g))
+    (k, s, p), x_in = window, cases.to_layout(x, fmt)
+    y, i = jaxpool.max_pool(x_in, k, s, p, p, return_indices=True, axis=axis, data_format=fmt)
+    unpool = functools.partial(
+        jaxpool.max_unpool, indices=i, output_shape=x_in.shape, axis=axis, data_format=fmt
+    )
+    out, vjp = jax.vjp(lambda v: unpool(v, combine=combine), y)
+    out = cases.from_layout(out, fmt)
+    np.testing.assert_array_equal(out, expected.detach().numpy())
+    assert np.any(out == 0) and np.all(out <= 0)
+    if combine == "sum":
+        (grad,) = vjp(jnp.asarray(cases.to_layout(g, fmt)))
+        np.testing.assert_array_equal(cases.from_layout(grad, fmt), yt.grad.numpy())
+    else:
+        assert not np.array_equal(cases.from_layout(unpool(y), fmt), out)  # the windows overlap
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
@@ -127,24 +138,6 @@ def test_huge_output_with_x64():
     assert out.shape == shape and out.dtype == jnp.float32
 
 
-@pytest.mark.parametrize("nd", [1, 2, 3])
-def test_combine_max_is_torchs_max_unpool(nd):
-    """Overlapping windows name one position several times: ``combine="max"`` keeps one value,
-    as PyTorch does, and positions no index names stay 0 even where the values are negative."""
-    rng = np.random.default_rng(nd)
-    x = -np.abs(rng.standard_normal((2, 3) + (7,) * nd)).astype(np.float32)
-    y, i = jaxpool.max_pool(x, 3, 1, 1, 1, return_indices=True, axis=2)
-    got = jaxpool.max_unpool(y, i, x.shape, axis=2, combine="max")
-    pool = getattr(torch.nn.functional, f"max_pool{nd}d")
-    unpool = getattr(torch.nn.functional, f"max_unpool{nd}d")
-    ty, ti = pool(torch.tensor(x), 3, 1, 1, return_indices=True)
-    expected = unpool(ty, ti, 3, 1, 1, output_size=x.shape[2:]).numpy()
-    np.testing.assert_array_equal(np.asarray(got), expected)
-    assert np.count_nonzero(np.asarray(got) == 0) > 0 and np.all(np.asarray(got) <= 0)
-    summed = jaxpool.max_unpool(y, i, x.shape, axis=2)
-    assert not np.array_equal(np.asarray(summed), expected)  # the windows overlap
-
-
 def test_combine_max_is_differentiable():
     y = jnp.asarray([[[3.0, 3.0, -1.0]]])
     i = jnp.asarray([[[1, 1, 4]]])
@@ -162,7 +155,7 @@ def test_combine_torch_is_torchs_max_unpool_with_repeated_indices(data_format):
     i = rng.integers(0, 12, y.shape)  # repeats within each plane
     g = rng.standard_normal((2, 3, 3, 4)).astype(np.float32)
     yt = torch.tensor(y, requires_grad=True)
-    expected = torch.nn.functional.max_unpool2d(yt, torch.tensor(i), 1, output_size=(3, 4))
+    expected = F.max_unpool2d(yt, torch.tensor(i), 1, output_size=(3, 4))
     expected.backward(torch.tensor(g))
 
     def unpool(v, fmt=data_format):
