@@ -8,6 +8,7 @@ test_openvino_bridge.py.)
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -56,20 +57,12 @@ def _random_input(rng, shape, dtype_name, *, ties: bool) -> np.ndarray:
     return (rng.integers(-128, 128, size=shape) / 16.0).astype(np.float32).astype(dtype)
 
 
-def _runtime_input(x: np.ndarray) -> np.ndarray:
-    """The runtime computes bf16 and f64 inputs as exactly representable float32 values."""
-    if x.dtype in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)):
-        return x.astype(np.float32)
-    return x
-
-
 def _max_pool_runtime(x_ncx, opset, index_element_type="i64", axis=0, **attrs):
+    # The runtime computes bf16 and f64 inputs as exactly representable float32 values.
+    wide = x_ncx.dtype in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64))
+    x_ov = x_ncx.astype(np.float32) if wide else x_ncx
     out = oracle.max_pool(
-        _runtime_input(x_ncx),
-        opset=opset,
-        index_element_type=index_element_type,
-        axis=axis,
-        **attrs,
+        x_ov, opset=opset, index_element_type=index_element_type, axis=axis, **attrs
     )
     y = out[0]
     if np.issubdtype(y.dtype, np.floating):
@@ -399,42 +392,30 @@ class TestPyTorchAndGradients:
             (dict(kernel=(2, 3), strides=(2, 1), auto_pad="same_lower"), "NXC"),
         ],
     )
-    def test_check_grads_both_modes_order_two(self, attrs, data_format, x64):
+    def test_derivatives(self, attrs, data_format, x64):
+        """check_grads of order 2 in both modes; every window holds input, so the tangent of
+        ones is ones, the op is its own linearization (degree-1 homogeneous), jacfwd equals
+        jacrev and the Hessian is zero; the indices carry no gradient."""
         x = np.random.default_rng(3).permutation(2 * 3 * 6 * 5).reshape(2, 3, 6, 5) / 7.0
-        x = cases.to_layout(x, data_format)
-
-        def pool(x):
-            return jaxpool.max_pool(x, data_format=data_format, **attrs)
-
-        check_grads(jax.jit(pool), (jnp.asarray(x, jnp.float64),), order=2, modes=("fwd", "rev"))
-
-    def test_forward_mode_transformations(self, x64):
-        x = jnp.asarray(np.random.default_rng(4).permutation(48).reshape(1, 3, 4, 4), jnp.float64)
-
-        def pool(x):
-            return jaxpool.max_pool(x, 2, 1, dilations=1, pads_end=1, rounding_type="ceil")
-
+        x = jnp.asarray(cases.to_layout(x, data_format))
+        pool = functools.partial(jaxpool.max_pool, data_format=data_format, **attrs)
+        check_grads(jax.jit(pool), (x,), order=2, modes=("fwd", "rev"))
         y, y_dot = jax.jvp(pool, (x,), (jnp.ones_like(x),))
-        np.testing.assert_array_equal(np.asarray(y_dot), np.ones(y.shape))
-        y_lin, f_lin = jax.linearize(pool, x)
-        np.testing.assert_array_equal(np.asarray(f_lin(x)), np.asarray(y))
-        np.testing.assert_array_equal(
-            np.asarray(jax.jit(jax.jacfwd(pool))(x)), np.asarray(jax.jit(jax.jacrev(pool))(x))
-        )
+        np.testing.assert_array_equal(y_dot, np.ones(y.shape))
+        np.testing.assert_array_equal(jax.linearize(pool, x)[1](x), y)
+        np.testing.assert_array_equal(jax.jit(jax.jacfwd(pool))(x), jax.jit(jax.jacrev(pool))(x))
         hessian = jax.jit(jax.hessian(lambda x: pool(x).sum()))(x)
-        np.testing.assert_array_equal(np.asarray(hessian), np.zeros(hessian.shape))
+        np.testing.assert_array_equal(hessian, np.zeros(hessian.shape))
 
+        def weighted(v):  # the values weighted by their indices: the weights are constants
+            y, i = pool(v, return_indices=True)
+            return jnp.vdot(y, i.astype(y.dtype))
 
-def test_indices_do_not_carry_gradients():
-    x = jnp.arange(16.0).reshape(1, 1, 4, 4)
-
-    def f(x):
-        y, i = jaxpool.max_pool(x, 2, return_indices=True)
-        return (y * i.astype(y.dtype)).sum()
-
-    expected = np.zeros(16)
-    expected[[5, 7, 13, 15]] = [5, 7, 13, 15]
-    np.testing.assert_array_equal(np.asarray(jax.grad(f)(x)).ravel(), expected)
+        i = cases.from_layout(pool(x, return_indices=True)[1], data_format)
+        expected = reference.max_unpool(i.astype(np.float64), i, i.shape[:2] + (6, 5))
+        np.testing.assert_array_equal(
+            cases.from_layout(jax.grad(weighted)(x), data_format), expected
+        )
 
 
 HUGE = (2**12, 2**10, 2**5, 2**5)  # 2**32 elements, 16 GiB of float32
