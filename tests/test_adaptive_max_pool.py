@@ -66,23 +66,40 @@ def test_random_configurations_cover_every_kind_of_bin():
     assert any(set(cases.runtime_size(c)) == {1} for c in configs if c["dtype"] == "int8")
 
 
-def _scatter_counts(indices, shape):
-    """How many outputs each input element of NCX ``shape`` is the maximum of."""
-    return reference.max_unpool(np.ones(indices.shape, np.float32), indices, shape, axis=2)
+# (input, NCX shape, output size, layouts): NaN among normal values with bins of -inf;
+# cases.special's maps (2, 2, 6, 6); tied signed zeros with NaNs of several payloads (a run is
+# a stretch of bins of one width, which the programs pool as one region).
+REFERENCE_CASES = [
+    *[("nan-inf", s, o, "NCX") for s, o in [((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)),
+                                            ((1, 2, 50, 50), (16, 16))]],
+    *[("specials", (4, 2, 6, 6), o, "NCX") for o in [(4, 4), (3, 5), (6, 2)]],
+    *[("signed-zeros", s, o, f) for s, o in [
+        ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
+        ((2, 3, 7, 7), (1, 1)),  # global
+        ((2, 3, 50), (16,)),  # several runs along one axis
+        ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
+        ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
+        ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
+        ((1, 2, 4, 6, 5), (2, 3, 2)),
+    ] for f in ("NCX", "NXC")],
+]  # fmt: skip
 
 
-NAN_CASES = [((2, 2, 9, 7), (4, 3)), ((1, 2, 30), (2,)), ((1, 2, 50, 50), (16, 16))]
-# cases.special's maps (2, 2, 6, 6) to these sizes.
-NAN_CASES += [("specials", size) for size in [(4, 4), (3, 5), (6, 2)]]
-BIT_CASES = [
-    ((2, 3, 8, 12), (4, 3)),  # one regular run per axis
-    ((2, 3, 7, 7), (1, 1)),  # global
-    ((2, 3, 50), (16,)),  # several runs along one axis
-    ((2, 3, 11, 10), (4, 3)),  # several runs along two axes
-    ((1, 2, 50, 50), (16, 16)),  # two periods of one run of 8 bins per axis: one region
-    ((1, 2, 17, 17, 17), (8, 8, 8)),  # one run of 8 bins per axis, in 3-D
-    ((1, 2, 4, 6, 5), (2, 3, 2)),
-]
+def _reference_input(data, shape):
+    if data == "specials":
+        return np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch
+    rng = np.random.default_rng(4 if data == "nan-inf" else 7)
+    if data == "nan-inf":
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[rng.random(shape) < 0.1] = np.nan
+        x[..., :3] = -np.inf
+        return x
+    bits = np.where(rng.random(shape) < 0.5, 0x80000000, 0).astype(np.uint32)  # -0.0 or 0.0
+    nan = rng.random(shape) < 0.05
+    bits[nan] = 0x7FC00000 + rng.integers(1, 1 << 20, int(nan.sum())).astype(np.uint32)
+    x = bits.view(np.float32)
+    x[rng.random(shape) < 0.1] = -1.0
+    return x
 
 
 @pytest.mark.usefixtures("class_program")
@@ -219,50 +236,30 @@ class TestRuntime:
         )
         np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
 
-    @pytest.mark.parametrize("shape, output_size", NAN_CASES)
-    def test_nan_and_inf(self, shape, output_size):
-        """NaN is the maximum with the first NaN's index (the runtime skips NaN); a bin of -inf
-        gives -inf and its first element; the gradient goes to the indices.  Of cases.special's
-        maps the averages too (NaN where NaN)."""
-        if shape == "specials":
-            x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch
-            np.testing.assert_allclose(
-                np.asarray(jaxpool.adaptive_avg_pool(x, output_size)),
-                reference.adaptive_avg_pool(x, output_size),
-                rtol=1e-6,
-            )
-        else:
-            rng = np.random.default_rng(4)
-            x = rng.standard_normal(shape).astype(np.float32)
-            x[rng.random(shape) < 0.1] = np.nan
-            x[..., :3] = -np.inf
-        expected, expected_i = reference.adaptive_max_pool(x, output_size)
-        y, i = jaxpool.adaptive_max_pool(x, output_size, return_indices=True)
-        np.testing.assert_array_equal(y, expected)
-        np.testing.assert_array_equal(i, expected_i)
-        np.testing.assert_array_equal(jaxpool.adaptive_max_pool(x, output_size), expected)
-        grad = jax.jit(jax.grad(lambda v: jaxpool.adaptive_max_pool(v, output_size).sum()))(x)
-        np.testing.assert_array_equal(grad, _scatter_counts(expected_i, x.shape))
-
-    @pytest.mark.parametrize("shape, output_size", BIT_CASES)
-    @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-    def test_max_keeps_the_first_maximum_bit_for_bit(self, shape, output_size, data_format):
-        """Of tied signed zeros the first is the maximum, with its sign; NaNs keep their
-        payloads."""
-        rng = np.random.default_rng(7)
-        bits = np.where(rng.random(shape) < 0.5, 0x80000000, 0).astype(np.uint32)  # -0.0 or 0.0
-        nan = rng.random(shape) < 0.05
-        bits[nan] = 0x7FC00000 + rng.integers(1, 1 << 20, int(nan.sum())).astype(np.uint32)
-        x = bits.view(np.float32)
-        x[rng.random(shape) < 0.1] = -1.0
+    @pytest.mark.parametrize("data, shape, output_size, data_format", REFERENCE_CASES)
+    def test_special_values_match_reference(self, data, shape, output_size, data_format):
+        """NaN is the maximum with the first NaN's index (the runtime skips NaN), a bin of -inf
+        gives -inf and its first element, and of tied signed zeros the first is the maximum:
+        the values bit for bit (NaN payloads, signs of zeros; the values-only program: NaN where
+        NaN, zeros of either sign); the gradient goes to the indices; the averages of
+        cases.special's maps (NaN where NaN)."""
+        x = _reference_input(data, shape)
         expected, expected_i = reference.adaptive_max_pool(x, output_size)
         cfg = dict(data_format=data_format, output_size=output_size)
         y, i = cases.call_in_layout(_with_indices, x, cfg)
         np.testing.assert_array_equal(y.view(np.uint32), expected.view(np.uint32))
         np.testing.assert_array_equal(i, expected_i)
-        y_only = cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg)
-        np.testing.assert_array_equal(np.isnan(y_only), np.isnan(expected))
-        np.testing.assert_array_equal(y_only[y_only == 0], expected[y_only == 0])
+        np.testing.assert_array_equal(
+            cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), expected
+        )
+        if data == "signed-zeros":
+            return
+        grad = jax.jit(jax.grad(lambda v: jaxpool.adaptive_max_pool(v, output_size).sum()))(x)
+        counts = reference.max_unpool(np.ones(i.shape, np.float32), i, x.shape, axis=2)
+        np.testing.assert_array_equal(grad, counts)
+        if data == "specials":
+            y = jaxpool.adaptive_avg_pool(x, output_size)
+            np.testing.assert_allclose(y, reference.adaptive_avg_pool(x, output_size), rtol=1e-6)
 
 
 def _planes(a, data_format):
