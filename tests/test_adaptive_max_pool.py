@@ -2,9 +2,8 @@
 AdaptiveAvgPool-8), PyTorch and ``tests/reference.py`` (for NaN, which the runtime skips, and
 signed zeros), both ops on the same inputs.
 
-The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
-``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
-the CPU program.
+The classes' tests (the runtime, PyTorch and gradient checks) run on both programs
+(``class_program``).
 """
 
 import functools
@@ -104,9 +103,6 @@ def _reference_input(data, shape):
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's values, indices and averages (NaN, signed zeros: tests/reference.py's),
-    on both programs."""
-
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
         """adaptive_max_pool's values and int32 indices (every fourth configuration also the
@@ -272,9 +268,6 @@ def _planes(a, data_format):
 
 @pytest.mark.usefixtures("class_program")
 class TestPyTorchAndGradients:
-    """PyTorch's values, indices and gradients, and check_grads, on both programs, also of
-    adaptive_avg_pool."""
-
     @pytest.mark.parametrize("kind", ["max", "avg"])
     @pytest.mark.parametrize("nd", [1, 2, 3])
     def test_matches_torch_with_grads(self, nd, kind):

@@ -1,8 +1,7 @@
 """avg_pool against the OpenVINO runtime (AvgPool-1/-14), PyTorch and ``tests/reference.py``.
 
-The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
-``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
-the CPU program.
+The classes' tests (the runtime, PyTorch and gradient checks) run on both programs
+(``class_program``).
 """
 
 import functools
@@ -91,8 +90,6 @@ def test_random_configurations_cover_every_mode():
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's averages (NaN and infinities: tests/reference.py's), on both programs."""
-
     @pytest.mark.parametrize("seed", SEEDS)
     def test_matches_runtime(self, seed):
         cfg = cases.avg_config(seed)
@@ -288,8 +285,6 @@ TORCH_ROWS = [
 
 @pytest.mark.usefixtures("class_program")
 class TestPyTorchAndGradients:
-    """PyTorch's values and gradients, and check_grads, on both programs."""
-
     @pytest.mark.parametrize("nd", [1, 2, 3])
     @pytest.mark.parametrize(
         "ceil_mode, count_include_pad, padding, divisor_rule, divisor_override", TORCH_ROWS

@@ -19,12 +19,7 @@ import jaxpool.torch as jtorch
 
 torch.set_num_threads(1)
 
-TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPES = ("float32", "float64", "float32", "float16", "float32", "bfloat16")  # by seed % 6
 KINDS = ("normal", "ties", "-inf", "nan")
 
 
@@ -43,10 +38,6 @@ def _sample(rng, shape, dtype, kind):
     return x.astype(np.float32 if dtype == "bfloat16" else dtype)
 
 
-def _as_dtype(a, dtype):
-    return jnp.asarray(a).astype(dtype)
-
-
 def _case(seed):
     """A random call of PyTorch's 2-D or 3-D op: batched or not, ``output_size`` (per axis or
     one int with one kernel size) or ``output_ratio``, every kind of input, four dtypes (the
@@ -55,7 +46,7 @@ def _case(seed):
     nd = 2 + seed % 2
     slack = 1 if nd == 2 else 0  # PyTorch's 3-D size check is strict
     batched = bool(seed % 3)
-    dtype = ["float32", "float64", "float32", "float16", "float32", "bfloat16"][seed % 6]
+    dtype = DTYPES[seed % 6]
     kind = KINDS[(seed // 2) % 4]
     spatial = tuple(int(v) for v in rng.integers(3, 13 if nd == 2 else 8, nd))
     if seed % 5 == 0:
@@ -104,7 +95,7 @@ def test_matches_pytorch(seed, x64):
         samples = rng.random((4, 3, nd)).astype(samples.dtype)
     fn = jtorch.fractional_max_pool2d if nd == 2 else jtorch.fractional_max_pool3d
     call = functools.partial(fn, kernel_size=kernel, return_indices=True, **size)
-    xj, sj = _as_dtype(x, dtype), _as_dtype(samples, dtype)
+    xj, sj = jnp.asarray(x).astype(dtype), jnp.asarray(samples).astype(dtype)
     out_shape = jax.eval_shape(lambda a, s: call(a, _random_samples=s), xj, sj)[0].shape
     cotangent = rng.standard_normal(out_shape).astype(np.float32 if dtype == "bfloat16" else dtype)
 
@@ -126,15 +117,15 @@ def test_matches_pytorch(seed, x64):
 
 
 def test_random_cases_cover_what_they_claim():
-    cases = [_case(seed) for seed in SEEDS]
-    assert {c[0] for c in cases} == {2, 3}
-    assert {c[1] for c in cases} == {True, False}
-    assert {c[2] for c in cases} == set(TORCH_DTYPES)
-    assert {c[3] for c in cases} == set(KINDS)
+    rows = [_case(seed) for seed in SEEDS]
+    assert {c[0] for c in rows} == {2, 3}
+    assert {c[1] for c in rows} == {True, False}
+    assert {c[2] for c in rows} == set(DTYPES)
+    assert {c[3] for c in rows} == set(KINDS)
     for nd in (2, 3):
-        assert any("output_ratio" in c[6] for c in cases if c[0] == nd)
-        assert any(isinstance(c[6].get("output_size"), int) for c in cases if c[0] == nd)
-    sizes = [np.atleast_1d(c[6].get("output_size", 2)) for c in cases]
+        assert any("output_ratio" in c[6] for c in rows if c[0] == nd)
+        assert any(isinstance(c[6].get("output_size"), int) for c in rows if c[0] == nd)
+    sizes = [np.atleast_1d(c[6].get("output_size", 2)) for c in rows]
     assert any(1 in s for s in sizes)
 
 

@@ -1,8 +1,7 @@
 """max_pool against the OpenVINO runtime, PyTorch and ``tests/reference.py``.
 
-The runtime, PyTorch and gradient checks are the classes below, whose tests run through the
-``class_program`` fixture: once on the portable program (what GPUs and TPUs run) and once on
-the CPU program.  (The specification's examples, as the runtime computes them:
+The classes' tests (the runtime, PyTorch and gradient checks) run on both programs
+(``class_program``).  (The specification's examples, as the runtime computes them:
 test_openvino_bridge.py.)
 """
 
@@ -168,8 +167,6 @@ def test_runtime_refuses_a_dilated_kernel_larger_than_the_input():
 
 @pytest.mark.usefixtures("class_program")
 class TestRuntime:
-    """The runtime's values and indices, on both programs."""
-
     @pytest.mark.parametrize("k", range(len(GRID)), ids=lambda k: f"{k}-{GRID[k][0]}")
     def test_matches_runtime_on_random_grid(self, k):
         shape, dtype, data_format, opset, index_element_type, axis, attrs, ties, seed = GRID[k]
@@ -232,8 +229,6 @@ HAND = [
 
 @pytest.mark.usefixtures("class_program")
 class TestEdgeCases:
-    """Edge cases and special values, on both programs."""
-
     @pytest.mark.parametrize("attrs", EDGE_ATTRS)
     @pytest.mark.parametrize("dtype", ["float32", "int8"])
     @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
@@ -349,9 +344,6 @@ def test_grids_cover_every_mode():
 
 @pytest.mark.usefixtures("class_program")
 class TestPyTorchAndGradients:
-    """PyTorch's values, indices and gradients, check_grads and forward-mode derivatives, on
-    both programs."""
-
     @pytest.mark.parametrize("config", TORCH_GRID)
     def test_matches_pytorch_values_indices_and_gradients(self, config):
         spatial, kernel, strides, dilations, pads, ceil_mode, data_format = config
