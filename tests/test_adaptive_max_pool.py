@@ -260,10 +260,8 @@ class TestRuntime:
 
 def _planes(a, data_format):
     """``a`` as ``(N, C, spatial elements)`` planes."""
-    a = np.asarray(a)
-    if data_format == "NXC":
-        a = np.moveaxis(a, -1, 1)
-    return a.reshape(a.shape[0], a.shape[1], -1)
+    a = cases.from_layout(a, data_format)
+    return a.reshape(*a.shape[:2], -1)
 
 
 @pytest.mark.usefixtures("class_program")
@@ -325,18 +323,18 @@ class TestPyTorchAndGradients:
             jaxpool.adaptive_max_pool, output_size=output_size, data_format=data_format
         )
         y, i = f(x, return_indices=True)
-        planes, positions = _planes(x, data_format), _planes(np.asarray(i), data_format)[..., 0]
+        planes, positions = _planes(x, data_format), _planes(i, data_format)[..., 0]
         ct = rng.standard_normal(y.shape).astype(np.float32)
         expected = np.zeros_like(planes)
         np.put_along_axis(expected, positions[..., None], _planes(ct, data_format), axis=2)
         grad = jax.jit(jax.grad(lambda v: jnp.sum(f(v) * ct)))(x)
-        np.testing.assert_array_equal(_planes(np.asarray(grad), data_format), expected)
+        np.testing.assert_array_equal(_planes(grad, data_format), expected)
 
         x_dot = rng.standard_normal(shape).astype(np.float32)
         x_dot.reshape(-1)[rng.choice(x.size, 4, replace=False)] = np.inf
         y_dot = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,))[1])(x, x_dot)
         read = np.take_along_axis(_planes(x_dot, data_format), positions[..., None], axis=2)
-        np.testing.assert_array_equal(_planes(np.asarray(y_dot), data_format), read)
+        np.testing.assert_array_equal(_planes(y_dot, data_format), read)
 
         tie_free = rng.permutation(x.size).reshape(shape) / 7.0
         check_grads(jax.jit(f), (tie_free,), order=2, modes=("fwd", "rev"))

@@ -117,19 +117,14 @@ def test_specials():
 def test_grads(x64):
     x = np.random.default_rng(0).standard_normal((1, 2, 6, 5))
     y, i = jaxpool.max_pool(x, 2, 1, return_indices=True, axis=2)
-    check_grads(
-        jax.jit(lambda v: jaxpool.max_unpool(v, i, x.shape, axis=2)),
-        (np.asarray(y),),
-        order=2,
-        modes=("fwd", "rev"),
-    )
+    unpool = functools.partial(jaxpool.max_unpool, indices=i, output_shape=x.shape, axis=2)
+    check_grads(jax.jit(unpool), (y,), order=2, modes=("fwd", "rev"))
 
 
 def test_huge_output_with_x64():
     """An output of 2**32 elements is addressable with 64-bit integers only (without them it
     is an error: see test_errors_unpool.py); checked abstractly."""
-    y = jax.ShapeDtypeStruct((2**12, 2**10, 16, 16), jnp.float32)
-    i = jax.ShapeDtypeStruct((2**12, 2**10, 16, 16), jnp.int32)
+    y, i = (jax.ShapeDtypeStruct((2**12, 2**10, 16, 16), t) for t in (jnp.float32, jnp.int32))
     shape = (2**12, 2**10, 2**5, 2**5)
     with jax.enable_x64(True):
         out = jax.eval_shape(
