@@ -184,7 +184,12 @@ class TestRuntime:
             y = jaxpool.avg_pool(x, [2, 2, 2], exclude_pad=exclude_pad, **attrs)
             np.testing.assert_allclose(y, expected, rtol=1e-7)
 
-    def test_float64(self, x64):
+    def test_64_bit_types(self, x64):
+        """float64 against the runtime's float32; with x64 an int32 sum is int64 and the
+        quotient exact (the runtime wraps here)."""
+        x = np.array([[[2**30 + 1, 2**30 + 2, 2**31 - 1, 2**31 - 1]]], np.int32)
+        exact = (x[..., :-1].astype(np.int64) + x[..., 1:]) / 2
+        np.testing.assert_array_equal(jaxpool.avg_pool(x, 2, 1), np.round(exact).astype(np.int32))
         rng = np.random.default_rng(3)
         for seed in range(6):
             cfg = cases.avg_config(seed * 6 + 2)  # float32 configurations
@@ -206,13 +211,6 @@ class TestRuntime:
             y = jaxpool.avg_pool(x, kernel, 1, pads, pads)
             assert y.dtype == x.dtype
             np.testing.assert_array_equal(y, expected)
-
-    def test_int32_exact_with_x64(self, x64):
-        """With x64 the sum is int64 and the quotient exact (the runtime wraps here)."""
-        x = np.array([[[2**30 + 1, 2**30 + 2, 2**31 - 1, 2**31 - 1]]], np.int32)
-        y = jaxpool.avg_pool(x, 2, 1)
-        exact = (x[..., :-1].astype(np.int64) + x[..., 1:]) / 2
-        np.testing.assert_array_equal(y, np.round(exact).astype(np.int32))
 
     def test_float16_accumulates_in_float32(self):
         """Sums past float16's range still give the right average in float16."""

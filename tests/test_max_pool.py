@@ -117,11 +117,10 @@ def _grid(seed: int, count: int):
         nd = int(rng.integers(1, 4))
         spatial = tuple(int(v) for v in rng.integers(1, [12, 9, 6][nd - 1], size=nd))
         opset = int(rng.choice([1, 8, 14]))
-        kernel = [int(v) for v in rng.integers(1, 4, size=nd)]
-        strides = [int(v) for v in rng.integers(1, 4, size=nd)]
+        kernel, strides = ([int(v) for v in rng.integers(1, 4, size=nd)] for _ in range(2))
         dilations = [1] * nd if opset == 1 else [int(v) for v in rng.integers(1, 3, size=nd)]
-        pads_begin = [int(v) for v in rng.integers(0, 4, size=nd)]  # may exceed the kernel
-        pads_end = [int(v) for v in rng.integers(0, 4, size=nd)]
+        # The pads may exceed the kernel.
+        pads_begin, pads_end = ([int(v) for v in rng.integers(0, 4, size=nd)] for _ in range(2))
         roundings = ["floor", "ceil"] + (["ceil_torch"] if opset == 14 else [])
         rounding_type = str(rng.choice(roundings))
         auto_pad = str(rng.choice(["explicit", "explicit", "valid", "same_upper", "same_lower"]))
