@@ -12,6 +12,7 @@ import pytest
 import reference
 import torch
 import torch.nn.functional as F
+from bad_inputs import I8, Y8, V, bad_input_test, row
 from jax.test_util import check_grads
 
 import jaxpool
@@ -292,55 +293,43 @@ def _exported(shape_spec, output_shape, **kwargs):
     return jax.export.export(jax.jit(unpool))(*specs)
 
 
-# (id, call, error, match): what must stay static, the window stated wrongly.
-Y4 = np.ones((1, 1, 4, 4), np.float32)
-I4 = np.asarray(
-    jaxpool.max_pool(np.arange(64.0).reshape(1, 1, 8, 8), 2, return_indices=True, axis=2)[1]
-)
+# What must stay static, and the window stated wrongly (of Y4 unpooled from 2x2 windows).
+Y4, I4 = Y8[:1, :1], I8[:1, :1]
 FIRST = np.arange(16).reshape(1, 1, 4, 4) == 0
 WRONG = np.where(FIRST, 63, I4)  # the first window's index names the last element
+UNPOOL4 = functools.partial(jaxpool.max_unpool, Y4, output_shape=(1, 1, 8, 8), axis=2)
 ERRORS = [
-    ("symbolic-spatial-y", lambda: _exported("n, 3, h, 4", lambda y: (y.shape[0], 3, 8, 8)),
-     ValueError, r"`y` has the symbolic dimension h on its spatial axis 2"),
-    ("symbolic-channel-y", lambda: _exported("n, c, 4, 4", lambda y: y.shape),
-     ValueError, r"`y` has the symbolic dimension c on its channel axis 1"),
-    ("symbolic-spatial-y-nxc", lambda: _exported("n, h, ...", lambda y: y.shape, kernel=1,
-                                                 data_format="NXC"),
-     ValueError, r"`y` has the symbolic dimension h on its spatial axis 1"),
-    ("symbolic-spatial-output_shape", lambda: _exported(
-        "n, ...", lambda y: (y.shape[0], 3, 8, y.shape[0] * 8)),
-     ValueError, r"`output_shape` has the symbolic dimension 8\*n on its spatial axis 3"),
-    ("symbolic-batch-not-y's", lambda: _exported("n, ...", lambda y: (2, 3, 8, 8)),
-     ValueError, r"must keep the batch and channel sizes of `y` of shape \(n, 3, 4, 4\)"),
-    ("window-without-kernel", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2,
-                                                         strides=2),
-     ValueError, r"`strides` \(=2\) describes the window .* which `kernel` must state too"),
-    ("window-pools-another-size", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2,
-                                                             kernel=3, rounding_type="ceil"),
-     ValueError, r"`kernel` \(=3\), `rounding_type`='ceil' pools the spatial size \(8, 8\) "
-                 r"of `output_shape` to \(3, 3\), but `y` has the spatial size \(4, 4\)"),
-    ("window-bad-kernel", lambda: jaxpool.max_unpool(Y4, I4, (1, 1, 8, 8), axis=2, kernel=0),
-     ValueError, r"`kernel` \(=0\) must be positive"),
-    ("index-outside-its-window", lambda: jaxpool.max_unpool(Y4, WRONG, (1, 1, 8, 8), axis=2,
-                                                            kernel=2),
-     ValueError, r"`indices` name positions outside the windows .*: 1 of 16 values"),
+    row("symbolic-spatial-y", _exported, "n, 3, h, 4", lambda y: (y.shape[0], 3, 8, 8), error=V,
+        match=r"`y` has the symbolic dimension h on its spatial axis 2"),
+    row("symbolic-channel-y", _exported, "n, c, 4, 4", lambda y: y.shape, error=V,
+        match=r"`y` has the symbolic dimension c on its channel axis 1"),
+    row("symbolic-spatial-y-nxc", _exported, "n, h, ...", lambda y: y.shape, kernel=1,
+        data_format="NXC", error=V,
+        match=r"`y` has the symbolic dimension h on its spatial axis 1"),
+    row("symbolic-spatial-output_shape", _exported, "n, ...",
+        lambda y: (y.shape[0], 3, 8, y.shape[0] * 8), error=V,
+        match=r"`output_shape` has the symbolic dimension 8\*n on its spatial axis 3"),
+    row("symbolic-batch-not-y's", _exported, "n, ...", lambda y: (2, 3, 8, 8), error=V,
+        match=r"must keep the batch and channel sizes of `y` of shape \(n, 3, 4, 4\)"),
+    row("window-without-kernel", UNPOOL4, I4, strides=2, error=V,
+        match=r"`strides` \(=2\) describes the window .* which `kernel` must state too"),
+    row("window-pools-another-size", UNPOOL4, I4, kernel=3, rounding_type="ceil", error=V,
+        match=r"`kernel` \(=3\), `rounding_type`='ceil' pools the spatial size \(8, 8\) "
+              r"of `output_shape` to \(3, 3\), but `y` has the spatial size \(4, 4\)"),
+    row("window-bad-kernel", UNPOOL4, I4, kernel=0, error=V,
+        match=r"`kernel` \(=0\) must be positive"),
+    row("index-outside-its-window", UNPOOL4, WRONG, kernel=2, error=V,
+        match=r"`indices` name positions outside the windows .*: 1 of 16 values"),
 ]  # fmt: skip
-
-
-@pytest.mark.parametrize("call,error,match", [r[1:] for r in ERRORS], ids=[r[0] for r in ERRORS])
-def test_errors(call, error, match):
-    with pytest.raises(error, match=match):
-        call()
+test_errors = bad_input_test(ERRORS)
 
 
 def test_traced_indices_outside_their_window_are_dropped():
     """As the docstring says: under ``jit`` the value of an index outside its window reaches
     no element, and its gradient is zero; the others are placed."""
 
-    def unpool(y, i):
-        return jaxpool.max_unpool(y, i, (1, 1, 8, 8), axis=2, kernel=2)
-
-    out, vjp = jax.vjp(lambda y: jax.jit(unpool)(y, WRONG), Y4)
+    unpool = jax.jit(lambda y, i: jaxpool.max_unpool(y, i, (1, 1, 8, 8), axis=2, kernel=2))
+    out, vjp = jax.vjp(lambda y: unpool(y, WRONG), Y4)
     expected = jaxpool.max_unpool(np.where(FIRST, 0, Y4), I4, (1, 1, 8, 8), axis=2)
     np.testing.assert_array_equal(out, expected)
     (grad,) = vjp(jnp.ones(out.shape))
