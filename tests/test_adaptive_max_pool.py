@@ -123,8 +123,7 @@ class TestRuntime:
                 cases.call_in_layout(jaxpool.adaptive_max_pool, x, cfg), y
             )
         if x.dtype.kind in "iu" and set(size) == {1}:
-            # The runtime's global integer average truncates (test_adaptive_avg_pool.py); its
-            # AvgPool rounds.
+            # The runtime's global integer average truncates (see below); its AvgPool rounds.
             expected = oracle.avg_pool(x_ov, list(x.shape[2:]))
         else:
             expected = oracle.adaptive_avg_pool(x_ov, size)
@@ -231,6 +230,21 @@ class TestRuntime:
             oracle.adaptive_avg_pool(x, (4, 1, 2)),
         )
         np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
+
+    @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+    def test_integer_global_average_rounds(self, dtype):
+        """To output size 1 the CPU runtime's integer AdaptiveAvgPool truncates toward zero and
+        sums 8-bit inputs in their own type, saturating; ours rounds half to even like every other
+        output size of the runtime and its AvgPool."""
+        x = np.array([[[2, 3, 3, 3, 100, 100, 100, 100]]]).astype(dtype)
+        for size in ([1], [2]):
+            expected = oracle.avg_pool(x, 8 // size[0])
+            np.testing.assert_array_equal(jaxpool.adaptive_avg_pool(x, size), expected)
+        np.testing.assert_array_equal(
+            jaxpool.adaptive_avg_pool(x[..., :4], 1),
+            oracle.adaptive_avg_pool(x[..., :4], [2])[..., 1:],
+        )
+        assert oracle.adaptive_avg_pool(x[..., :4], [1])[0, 0, 0] == 2  # 2.75 truncated
 
     @pytest.mark.parametrize("data, shape, output_size, data_format", REFERENCE_CASES)
     def test_special_values_match_reference(self, data, shape, output_size, data_format):

@@ -12,21 +12,20 @@ from jaxpool._src import exact
 DIVISORS = [1, 2, 3, 6, 7, 13, 14, 224.0, 0.5, 0.1, -7.0, 3.3333, 12345.678]
 
 
-def _dividends():
-    rng = np.random.default_rng(0)
-    return np.concatenate(
-        [
-            np.arange(-3000, 3000, dtype=np.float32),  # integer spans: bins end on integers
-            rng.integers(-(2**24), 2**24, 4000).astype(np.float32),
-            (rng.standard_normal(4000) * 10.0 ** rng.integers(-30, 30, 4000)).astype(np.float32),
-            np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3e38], np.float32),
-        ]
-    )
+RNG = np.random.default_rng(0)
+DIVIDENDS = np.concatenate(
+    [
+        np.arange(-3000, 3000, dtype=np.float32),  # integer spans: bins end on integers
+        RNG.integers(-(2**24), 2**24, 4000).astype(np.float32),
+        (RNG.standard_normal(4000) * 10.0 ** RNG.integers(-30, 30, 4000)).astype(np.float32),
+        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3e38], np.float32),
+    ]
+)
 
 
 @pytest.mark.parametrize("d", DIVISORS)
 def test_divide_is_correctly_rounded(d):
-    a = _dividends()
+    a = DIVIDENDS
     got = np.asarray(jax.jit(exact.divide, static_argnums=1)(jnp.asarray(a), d))
     with np.errstate(over="ignore"):
         want = a / np.float32(d)

@@ -30,12 +30,9 @@ ort.set_default_logger_severity(3)  # ONNX Runtime warns when its output shape d
 def _onnxruntime(op: str, x: np.ndarray, opset: int, **attrs) -> np.ndarray:
     """Runs one ONNX node on ``x`` (NCX, float32) with ONNX Runtime's CPU provider."""
     node = helper.make_node(op, ["x"], ["y"], **attrs)
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "pool", [x_info], [y_info])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
