@@ -107,10 +107,8 @@ class TestRuntime:
     def test_matches_runtime(self, seed):
         """adaptive_max_pool's values and int32 indices (every fourth configuration also the
         program without indices) and adaptive_avg_pool's averages."""
-        cfg = cases.adaptive_config(seed)
-        x = cases.adaptive_sample(
-            np.random.default_rng(seed), cfg["dtype"], cfg["shape"], cfg["ties"]
-        )
+        cfg, rng = cases.adaptive_config(seed), np.random.default_rng(seed)
+        x = cases.adaptive_sample(rng, cfg["dtype"], cfg["shape"], cfg["ties"])
         x_ov = x.astype(np.float32) if cfg["dtype"] == "bfloat16" else x
         size = cases.runtime_size(cfg)
         expected, expected_i = oracle.adaptive_max_pool(x_ov, size)
@@ -296,9 +294,7 @@ class TestPyTorchAndGradients:
         g = rng.standard_normal(tuple(yt.shape))
         yt.backward(torch.tensor(g))
 
-        def f(v):
-            return getattr(jaxpool, f"adaptive_{kind}_pool")(v, output_size)
-
+        f = functools.partial(getattr(jaxpool, f"adaptive_{kind}_pool"), output_size=output_size)
         y, grad = jax.jit(lambda v, g: (f(v), jax.vjp(f, v)[1](g)[0]))(
             x.astype(np.float32), g.astype(np.float32)
         )

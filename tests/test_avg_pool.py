@@ -109,16 +109,10 @@ class TestRuntime:
     @pytest.mark.parametrize("exclude_pad", [False, True])
     def test_every_mode(self, auto_pad, rounding_type, exclude_pad):
         x = np.random.default_rng(7).standard_normal((2, 3, 7, 6)).astype(np.float32)
-        attrs = dict(
-            strides=[2, 3],
-            pads_begin=[1, 0],
-            pads_end=[0, 1],
-            exclude_pad=exclude_pad,
-            rounding_type=rounding_type,
-            auto_pad=auto_pad,
-        )
-        expected = _runtime(x, [3, 2], **attrs)
-        y = jaxpool.avg_pool(x, [3, 2], **attrs)
+        window = dict(kernel=[3, 2], strides=[2, 3], pads_begin=[1, 0], pads_end=[0, 1])
+        modes = dict(exclude_pad=exclude_pad, rounding_type=rounding_type, auto_pad=auto_pad)
+        expected = _runtime(x, **window, **modes)
+        y = jaxpool.avg_pool(x, **window, **modes)
         np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
 
     @pytest.mark.parametrize("seed", range(4))
@@ -171,12 +165,8 @@ class TestRuntime:
         """On ones, each output is (input elements in the window) / divisor: the divisor rule alone,
         including ceil windows that reach past pads_end, pads on one axis only and 3-D."""
         x = np.ones((1, 1, 5, 6, 4), np.float32)
-        attrs = dict(
-            strides=[2, 3, 3],
-            pads_begin=[pads[0], 0, 0],
-            pads_end=[pads[1], 0, 0],
-            rounding_type=rounding_type,
-        )
+        attrs = dict(strides=[2, 3, 3], pads_begin=[pads[0], 0, 0], pads_end=[pads[1], 0, 0])
+        attrs["rounding_type"] = rounding_type
         for exclude_pad in (False, True):
             if exclude_pad and max(pads) >= 2:
                 continue
@@ -235,11 +225,8 @@ class TestRuntime:
         y = jaxpool.avg_pool(x, 2, 3, 0, 1, exclude_pad=True, rounding_type="ceil")
         np.testing.assert_array_equal(y, expected)
         assert not np.isnan(np.asarray(y)).any() and y[0, 0, -1] == 0
-        assert jnp.isfinite(
-            jax.grad(lambda v: jaxpool.avg_pool(v, 2, 1, 2, 2, exclude_pad=True).sum())(
-                jnp.ones((1, 1, 3))
-            )
-        ).all()
+        grad = jax.grad(lambda v: jaxpool.avg_pool(v, 2, 1, 2, 2, exclude_pad=True).sum())
+        assert jnp.isfinite(grad(jnp.ones((1, 1, 3)))).all()
 
     def test_specials(self):
         x = np.concatenate([cases.special(seed) for seed in range(2)])  # along the batch axis

@@ -340,8 +340,7 @@ class TestPyTorchAndGradients:
     def test_matches_pytorch_values_indices_and_gradients(self, config):
         spatial, kernel, strides, dilations, pads, ceil_mode, data_format = config
         rng = np.random.default_rng(sum(spatial) + sum(kernel))
-        x = rng.permutation(math.prod((2, 3, *spatial))).reshape(2, 3, *spatial)
-        x = x.astype(np.float32)
+        x = rng.permutation(math.prod((2, 3, *spatial))).reshape(2, 3, *spatial).astype(np.float32)
         xt = torch.tensor(x, requires_grad=True)
         yt, it = TORCH_POOL[len(spatial)](
             xt, kernel, strides, pads, dilations, ceil_mode=ceil_mode, return_indices=True
