@@ -19,84 +19,64 @@ torch.set_num_threads(1)
 
 F = torch.nn.functional
 
-
-def max_pool(model, size, kernel, stride, padding, ceil_mode):
-    rounding_type = "ceil_torch" if ceil_mode else "floor"
-    return pytest.param(
-        size,
-        lambda v: F.max_pool2d(
-            v, kernel, stride, padding, ceil_mode=ceil_mode, return_indices=True
-        ),
-        lambda v: jaxpool.max_pool(
-            v,
-            kernel,
-            stride,
-            padding,
-            padding,
-            rounding_type=rounding_type,
-            return_indices=True,
-            axis=2,
-        ),
-        None,
-        id=f"max_pool-{model}-{size}",
-    )
-
-
-def adaptive(model, size, output_size):
-    """AdaptiveAvgPool2d, and AdaptiveMaxPool2d of the same bins (the same options)."""
-    return [
-        pytest.param(
-            size,
-            lambda v: F.adaptive_avg_pool2d(v, output_size),
-            lambda v: jaxpool.adaptive_avg_pool(v, output_size),
-            1e-7,
-            id=f"adaptive_avg_pool-{model}-{size}",
-        ),
-        pytest.param(
-            size,
-            lambda v: F.adaptive_max_pool2d(v, output_size, return_indices=True),
-            lambda v: jaxpool.adaptive_max_pool(v, output_size, return_indices=True),
-            None,
-            id=f"adaptive_max_pool-{model}-{size}",
-        ),
-    ]
-
-
-def avg_pool(model, size, kernel, stride, padding):
-    """F.avg_pool2d in Inception v3's blocks."""
-    return pytest.param(
-        size,
-        lambda v: F.avg_pool2d(v, kernel, stride, padding),
-        lambda v: jaxpool.avg_pool(v, kernel, stride, padding, padding),
-        1e-6,
-        id=f"avg_pool-{model}-{size}",
-    )
-
-
+# (layer, model, sizes, arguments): max_pool's kernel, stride, padding and ceil_mode; avg_pool's
+# (F.avg_pool2d in Inception v3's blocks) kernel, stride and padding; adaptive's output size,
+# for AdaptiveAvgPool2d and AdaptiveMaxPool2d of the same bins.
+MODELS = [
+    ("max_pool", "alexnet", (55, 27, 13), (3, 2, 0, False)),
+    ("max_pool", "squeezenet", (111, 55, 27), (3, 2, 0, True)),
+    ("max_pool", "googlenet", (112, 56, 28), (3, 2, 0, True)),
+    ("max_pool", "googlenet", (14,), (2, 2, 0, True)),
+    ("max_pool", "googlenet-branch", (28, 14, 7), (3, 1, 1, True)),
+    ("max_pool", "resnet", (112,), (3, 2, 1, False)),
+    ("max_pool", "inception3", (147, 71, 35, 17), (3, 2, 0, False)),
+    ("max_pool", "vgg", (224, 28, 14), (2, 2, 0, False)),
+    ("adaptive", "alexnet", (6, 13), ((6, 6),)),
+    ("adaptive", "resnet", (7,), (1,)),
+    ("adaptive", "inception3", (8,), (1,)),
+    ("adaptive", "googlenet", (7,), (1,)),
+    ("adaptive", "vgg", (7,), (7,)),
+    ("adaptive", "vgg-small-input", (3,), (7,)),
+    ("avg_pool", "inception3", (35, 17, 8), (3, 1, 1)),
+]
 LAYERS = [
-    *(max_pool("alexnet", size, 3, 2, 0, False) for size in (55, 27, 13)),
-    *(max_pool("squeezenet", size, 3, 2, 0, True) for size in (111, 55, 27)),
-    *(max_pool("googlenet", size, 3, 2, 0, True) for size in (112, 56, 28)),
-    max_pool("googlenet", 14, 2, 2, 0, True),
-    *(max_pool("googlenet-branch", size, 3, 1, 1, True) for size in (28, 14, 7)),
-    max_pool("resnet", 112, 3, 2, 1, False),
-    *(max_pool("inception3", size, 3, 2, 0, False) for size in (147, 71, 35, 17)),
-    *(max_pool("vgg", size, 2, 2, 0, False) for size in (224, 28, 14)),
-    *adaptive("alexnet", 6, (6, 6)),
-    *adaptive("alexnet", 13, (6, 6)),
-    *adaptive("resnet", 7, 1),
-    *adaptive("inception3", 8, 1),
-    *adaptive("googlenet", 7, 1),
-    *adaptive("vgg", 7, 7),
-    *adaptive("vgg-small-input", 3, 7),
-    *(avg_pool("inception3", size, 3, 1, 1) for size in (35, 17, 8)),
+    pytest.param(layer, size, args, id=f"{layer}-{model}-{size}")
+    for kind, model, sizes, args in MODELS
+    for layer in (("adaptive_avg_pool", "adaptive_max_pool") if kind == "adaptive" else (kind,))
+    for size in sizes
 ]
 
 
-@pytest.mark.parametrize("size,torch_layer,layer,grad_atol", LAYERS)
-def test_layer_equals_torch(size, torch_layer, layer, grad_atol):
+def layers(name, args):
+    """The torch.nn.functional layer and jaxpool's, with PyTorch's options."""
+    if name == "max_pool":
+        k, s, p, ceil_mode = args
+        rounding_type = "ceil_torch" if ceil_mode else "floor"
+        return (
+            lambda v: F.max_pool2d(v, k, s, p, ceil_mode=ceil_mode, return_indices=True),
+            lambda v: jaxpool.max_pool(
+                v, k, s, p, p, rounding_type=rounding_type, return_indices=True, axis=2
+            ),
+        )
+    if name == "avg_pool":
+        k, s, p = args
+        return lambda v: F.avg_pool2d(v, k, s, p), lambda v: jaxpool.avg_pool(v, k, s, p, p)
+    if name == "adaptive_avg_pool":
+        return (
+            lambda v: F.adaptive_avg_pool2d(v, *args),
+            lambda v: jaxpool.adaptive_avg_pool(v, *args),
+        )
+    return (
+        lambda v: F.adaptive_max_pool2d(v, *args, return_indices=True),
+        lambda v: jaxpool.adaptive_max_pool(v, *args, return_indices=True),
+    )
+
+
+@pytest.mark.parametrize("name,size,args", LAYERS)
+def test_layer_equals_torch(name, size, args):
     """Values, indices and the input gradient of a random cotangent, on tie-free values (so
     argmax positions and gradients are unambiguous)."""
+    torch_layer, layer = layers(name, args)
     rng = np.random.default_rng(size)
     n = 2 * 2 * size * size
     x = (rng.permutation(n).reshape(2, 2, size, size) / n).astype(np.float32)
@@ -115,4 +95,5 @@ def test_layer_equals_torch(size, torch_layer, layer, grad_atol):
     else:  # the averages: float32 rounding (avg_pool's gradient sums up to 9 cotangents)
         np.testing.assert_allclose(got, expected[0].detach().numpy(), rtol=1e-6, atol=1e-7)
         grad = vjp(jnp.asarray(g))[0]
+        grad_atol = 1e-6 if name == "avg_pool" else 1e-7
         np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-6, atol=grad_atol)

@@ -25,18 +25,8 @@ from jaxpool import torch as jtorch
 
 torch.set_num_threads(1)
 
-NAMES = [
-    f"{family}{nd}d"
-    for family in (
-        "max_pool",
-        "avg_pool",
-        "lp_pool",
-        "adaptive_max_pool",
-        "adaptive_avg_pool",
-        "max_unpool",
-    )
-    for nd in (1, 2, 3)
-]
+FAMILIES = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool")
+NAMES = [f"{family}{nd}d" for family in (*FAMILIES, "max_unpool") for nd in (1, 2, 3)]
 CASES = 6  # random cases per function
 MAX_NAMES = [n for n in NAMES if "max_pool" in n and "unpool" not in n]
 NAN_CASES = 2  # random cases of several NaNs per window, per max function and program
@@ -165,8 +155,7 @@ def _unpool_inputs(name, x, kwargs, rng):
 
 
 def compare(name, seed, nans=False):
-    """Runs case ``seed`` of ``name`` through PyTorch and jaxpool.torch; returns the largest
-    differences of the values and of the gradients (indices must be equal)."""
+    """Case ``seed`` of ``name``: its values, indices and gradient equal PyTorch's."""
     x, kwargs = case(name, seed, nans)
     rng = np.random.default_rng([99, seed])
     if name.startswith("max_unpool"):
@@ -200,19 +189,9 @@ def compare(name, seed, nans=False):
         assert got_i.dtype == jnp.int64
         np.testing.assert_array_equal(got_i, expected_i.numpy(), err_msg=f"{name} {kwargs}")
     expected.backward(torch.tensor(g))
-    expected_grad = xt.grad.numpy()
     np.testing.assert_allclose(
-        grad, expected_grad, rtol=1e-12, atol=1e-12, err_msg=f"{name} gradient {kwargs}"
+        grad, xt.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=f"{name} gradient {kwargs}"
     )
-    value_diff = _diff(np.asarray(got), e)
-    return value_diff, _diff(np.asarray(grad), expected_grad)
-
-
-def _diff(a, b):
-    """The largest difference where both are finite (NaN and infinities are compared equal
-    by position above)."""
-    finite = np.isfinite(a) & np.isfinite(b)
-    return float(np.max(np.abs(a[finite] - b[finite]), initial=0.0))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -302,26 +281,14 @@ def test_several_nans_per_window_match_torch(name, program, x64):
 
 
 @pytest.mark.parametrize(
-    ("name", "native", "first"),
-    [
-        (
-            "max_pool1d",
-            lambda x: jaxpool.max_pool(x, 4, 2, 1, 1, return_indices=True, axis=2),
-            [1, 1, 3, 5],
-        ),
-        (
-            "adaptive_max_pool1d",
-            lambda x: jaxpool.adaptive_max_pool(x, 3, return_indices=True),
-            [1, 3, 5],
-        ),
-    ],
+    "name,args,first",
+    [("max_pool1d", (4, 2, 1), [1, 1, 3, 5]), ("adaptive_max_pool1d", (3,), [1, 3, 5])],
 )
-def test_nan_index_is_the_last_nan_and_the_native_the_first(name, native, first, program):
+def test_nan_index_is_the_last_nan_and_the_native_the_first(name, args, first, program):
     """Windows of several NaNs: the values are NaN, and the index and the gradient are the
     last NaN's, PyTorch's; jaxpool's own ops keep the first NaN's."""
     nan = np.nan
     x = np.asarray([[[1.0, nan, 3.0, nan, 2.0, nan, nan, 0.0]]], np.float32)
-    args = (4, 2, 1) if name == "max_pool1d" else (3,)
     ey, ei = _torch(name, torch.tensor(x), *args, return_indices=True)
     (y, i), vjp = jax.vjp(lambda v: _ours(name)(v, *args, return_indices=True), jnp.asarray(x))
     np.testing.assert_array_equal(y, ey.numpy())
@@ -331,7 +298,11 @@ def test_nan_index_is_the_last_nan_and_the_native_the_first(name, native, first,
     expected = np.zeros(x.size, np.float32)
     np.add.at(expected, ei.numpy().reshape(-1), np.asarray(g).reshape(-1))
     np.testing.assert_array_equal(grad, expected.reshape(x.shape))
-    assert native(jnp.asarray(x))[1].tolist() == [[first]] != i.tolist()
+    if name == "max_pool1d":
+        native = jaxpool.max_pool(x, *args, args[-1], return_indices=True, axis=2)
+    else:
+        native = jaxpool.adaptive_max_pool(x, *args, return_indices=True)
+    assert native[1].tolist() == [[first]] != i.tolist()
 
 
 def test_max_unpool_repeated_indices_keep_the_last_and_share_the_gradient():

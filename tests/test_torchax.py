@@ -95,11 +95,6 @@ def _assert_equal(got, expected):
             np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
 
 
-def _run(torchax, module, x):
-    with torchax.default_env():
-        return module.to("jax")(x.to("jax"))
-
-
 def test_module_equals_eager_pytorch(torchax, net):
     """Its input gradient through ``torchax.extract_jax``, and its values and indices under
     torchax, through the front end's binders (which moves the module)."""
@@ -117,18 +112,10 @@ def test_module_equals_eager_pytorch(torchax, net):
     got = jax.grad(loss)(jnp.asarray(x.detach().numpy()))
     np.testing.assert_allclose(np.asarray(got), x.grad.numpy(), rtol=1e-6, atol=1e-6)
 
-    calls = []
-
-    def spy(name):
-        def called(*args, **kwargs):
-            calls.append(name)
-            return jaxpool.torch.__dict__[name](*args, **kwargs)
-
-        return called
-
-    with unittest.mock.patch.dict(front_end.BINDERS, {n: spy(n) for n in REACHED}):
-        got = _run(torchax, module, x.detach())
-    assert sorted(set(calls)) == sorted(REACHED)
+    spies = {n: unittest.mock.Mock(wraps=getattr(jaxpool.torch, n)) for n in REACHED}
+    with unittest.mock.patch.dict(front_end.BINDERS, spies), torchax.default_env():
+        got = module.to("jax")(x.detach().to("jax"))
+    assert [n for n, spy in spies.items() if not spy.called] == []
     _assert_equal(got, expected)
 
 
@@ -233,16 +220,6 @@ ROI_POOL_ROWS = [
 ]
 
 
-@pytest.fixture
-def roi_pool_inputs():
-    x = torch.randn(2, 3, 9, 8, generator=torch.Generator().manual_seed(4))
-    x[0, 1, 1:4, 0:3] = float("nan")  # never torchvision's maximum
-    x[1, 0, :, :4] = float("-inf")  # nothing above -FLT_MAX: argmax -1
-    x[1, 2, 5:, 2:5] = x[1, 2, 5, 2]  # ties: the first in row-major order
-    rois = torch.tensor(ROI_POOL_ROWS)
-    return x, rois, reference.torchvision_roi_pool(x.numpy(), rois.numpy(), (3, 2), 0.5)
-
-
 class RoiPool(torch.nn.Module):
     def __init__(self, rois):
         super().__init__()
@@ -252,10 +229,15 @@ class RoiPool(torch.nn.Module):
         return torch.ops.torchvision.roi_pool(x, self.rois, 0.5, 3, 2)
 
 
-def test_torchvision_roi_pool_returns_its_argmax(torchax, torchvision_ops, roi_pool_inputs):
+def test_torchvision_roi_pool_returns_its_argmax(torchax, torchvision_ops):
     """The values and torchvision's argmax; the gradient flows through the values, to each
     output's argmax (torchvision's backward)."""
-    x, rois, (want, argmax) = roi_pool_inputs
+    x = torch.randn(2, 3, 9, 8, generator=torch.Generator().manual_seed(4))
+    x[0, 1, 1:4, 0:3] = float("nan")  # never torchvision's maximum
+    x[1, 0, :, :4] = float("-inf")  # nothing above -FLT_MAX: argmax -1
+    x[1, 2, 5:, 2:5] = x[1, 2, 5, 2]  # ties: the first in row-major order
+    rois = torch.tensor(ROI_POOL_ROWS)
+    want, argmax = reference.torchvision_roi_pool(x.numpy(), rois.numpy(), (3, 2), 0.5)
     with torchax.default_env():
         y, got = torchvision_ops.roi_pool.default(x.to("jax"), rois.to("jax"), 0.5, 3, 2)
     assert _numpy(got).dtype == np.int32  # as torchvision's kernels make it
