@@ -1,19 +1,13 @@
 """multilevel_roi_align against ``reference.multilevel_roi_align`` and the OpenVINO runtime.
 
-Values on random pyramids with fixed seeds: one to five levels, finest scale 1/4 or 1/8, boxes
-from a pixel to four times the image, partly outside it, inverted in both axes or of area 0,
-batch indices outside ``[0, N)``; every level rule, mode and aligned mode, sampling ratios 0
-to 3, both layouts and three dtypes.  The ``"openvino"`` rule also against the runtime's
-ExperimentalDetectronROIFeatureExtractor-6 (its ``aligned`` false and true are the aligned
-modes ``"asymmetric"`` and ``"half_pixel_for_nn"``), and every rule on boxes at and around
-the sizes where it moves a box up a level.  Each box equals ``roi_align`` on its level alone.
-Derivatives: the gradient in the features is the adjoint of its linear map, and the
-derivatives in the boxes agree with central differences in float64.
+Random pyramids (fixed seeds) of one to five levels, boxes from a pixel to four times the
+image; the ``"openvino"`` rule against ExperimentalDetectronROIFeatureExtractor-6 (its
+``aligned`` false and true are the aligned modes ``"asymmetric"`` and ``"half_pixel_for_nn"``);
+every rule on boxes around the sizes where it moves a box up a level.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import math
@@ -51,20 +45,17 @@ def call(features, rois, batch, out, data_format="NCX", **kwargs):
     return jaxpool.multilevel_roi_align(maps, rois, batch, out, data_format=data_format, **kwargs)
 
 
-def check(got, want, data_format="NCX", atol=ATOL):
+def check(got, want, data_format="NCX", atol=ATOL, err_msg=""):
     got = cases.from_layout(got, data_format).astype(np.float32)
     want = np.asarray(want, np.float32)
-    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+    atol *= max(1.0, np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=err_msg)
 
 
 def pyramid(rng, scales, image, n=2, channels=3, dtype=np.float32):
     """Random NCX maps of ``ceil(image * scale)`` pixels, finest first."""
-    return [
-        rng.standard_normal((n, channels, math.ceil(image[0] * s), math.ceil(image[1] * s))).astype(
-            dtype
-        )
-        for s in scales
-    ]
+    shapes = [(n, channels, math.ceil(image[0] * s), math.ceil(image[1] * s)) for s in scales]
+    return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
 
 
 def pyramid_boxes(rng, count, image):
@@ -148,22 +139,16 @@ TOLERANCES = {"float32": ATOL, "bfloat16": 1e-2, "float16": 1e-3}
 @pytest.mark.parametrize("case", VALUE_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_matches_reference(case):
     """Random boxes and the special ones; batch indices outside ``[0, N)`` give zeros."""
-    level_rule, mode, aligned_mode, sampling_ratio, scales, data_format = case[:6]
+    level_rule, scales, data_format = case[0], case[4], case[5]
     dtype, (canonical_size, canonical_level) = (case + ("float32", (224, 4))[len(case) - 6 :])[6:]
     rng = np.random.default_rng(VALUE_CASES.index(case))
     image = tuple(int(v) for v in rng.integers(64, 200, 2))
     wide = pyramid(rng, PYRAMIDS[scales], image)
     features = [np.asarray(jnp.asarray(f, dtype)) for f in wide]
     out = tuple(int(v) for v in rng.integers(1, 4, 2))
-    kwargs = dict(
-        spatial_scales=PYRAMIDS[scales],
-        sampling_ratio=sampling_ratio,
-        mode=mode,
-        aligned_mode=aligned_mode,
-        level_rule=level_rule,
-        canonical_size=canonical_size,
-        canonical_level=canonical_level,
-    )
+    names = ("level_rule", "mode", "aligned_mode", "sampling_ratio")
+    kwargs = dict(zip(names, case), spatial_scales=PYRAMIDS[scales])
+    kwargs.update(canonical_size=canonical_size, canonical_level=canonical_level)
     # Area 0 goes to the finest level in torchvision's and detectron2's rules (log2(0) = -inf,
     # clamped), and a negative area nowhere; the runtime's rule gives zeros for both.
     levels = reference.pyramid_levels(SPECIAL_BOXES[1:5], PYRAMIDS[scales], level_rule)
@@ -226,15 +211,11 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
         f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
         f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
     )
+    name = "ExperimentalDetectronROIFeatureExtractor"
     layer = jaxpool.openvino.layer(
-        '<layer id="4" name="extractor" type="ExperimentalDetectronROIFeatureExtractor" '
-        f'version="opset6"><data {data}/></layer>'
+        f'<layer id="4" name="extractor" type="{name}" version="opset6"><data {data}/></layer>'
     )
-    assert (layer.type, layer.version, layer.fn) == (
-        "ExperimentalDetectronROIFeatureExtractor",
-        6,
-        jaxpool.multilevel_roi_align,
-    )
+    assert (layer.type, layer.version, layer.fn) == (name, 6, jaxpool.multilevel_roi_align)
     got = layer(rois, *features)
     assert len(got) == 2
     check(got[0], want[0])
@@ -325,32 +306,18 @@ THRESHOLD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("level_rule,scales,canonical_size,canonical_level", THRESHOLD_CASES)
-def test_level_thresholds(level_rule, scales, canonical_size, canonical_level):
-    rng = np.random.default_rng(
-        THRESHOLD_CASES.index((level_rule, scales, canonical_size, canonical_level))
-    )
-    rois, levels = threshold_boxes(level_rule, scales, canonical_size, canonical_level)
+@pytest.mark.parametrize("level_rule,scales,size,level", THRESHOLD_CASES)
+def test_level_thresholds(level_rule, scales, size, level):
+    rng = np.random.default_rng(THRESHOLD_CASES.index((level_rule, scales, size, level)))
+    rois, levels = threshold_boxes(level_rule, scales, size, level)
     features = pyramid(rng, scales, (512, 512), n=1, channels=2)
     batch = np.zeros(len(rois), np.int32)
-    kwargs = dict(
-        spatial_scales=scales,
-        sampling_ratio=2,
-        aligned_mode="asymmetric",
-        level_rule=level_rule,
-        canonical_size=canonical_size,
-        canonical_level=canonical_level,
-    )
+    kwargs = dict(spatial_scales=scales, sampling_ratio=2, aligned_mode="asymmetric")
+    kwargs.update(level_rule=level_rule, canonical_size=size, canonical_level=level)
     want = reference.multilevel_roi_align(features, rois, batch, 3, **kwargs)
     got = np.asarray(call(features, rois, batch, 3, **kwargs))
-    for r, level in enumerate(levels):
-        np.testing.assert_allclose(
-            got[r],
-            want[r],
-            rtol=0,
-            atol=ATOL * max(1.0, np.abs(want[r]).max()),
-            err_msg=f"box {rois[r].tolist()} belongs to level {level}",
-        )
+    for r, box_level in enumerate(levels):
+        check(got[r], want[r], err_msg=f"box {rois[r].tolist()} belongs to level {box_level}")
     if level_rule == "openvino":
         ratios = [round(1 / s) for s in scales]
         runtime, _ = oracle.roi_feature_extractor(
@@ -481,16 +448,11 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
     rois = jnp.asarray(np.concatenate([low, low + sizes], 1))
     batch = np.array([0, 1, 0, 1])
 
+    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, level_rule=level_rule)
+
     def f(r):
         return jaxpool.multilevel_roi_align(
-            features,
-            r,
-            batch,
-            (2, 3),
-            spatial_scales=FPN,
-            sampling_ratio=sampling_ratio,
-            aligned_mode="half_pixel_for_nn",
-            level_rule=level_rule,
+            features, r, batch, (2, 3), aligned_mode="half_pixel_for_nn", **kwargs
         )
 
     cases.check_box_derivatives(f, rois, rng)
@@ -499,26 +461,6 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
 # --------------------------------------------------------------------------------------------
 # Transforms.
 # --------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _compilations():
-    """Collects the traces and backend compilations (of any ``jax.jit``) inside the block."""
-    events: list[str] = []
-    watched = (
-        "/jax/core/compile/jaxpr_trace_duration",
-        "/jax/core/compile/backend_compile_duration",
-    )
-
-    def listener(event: str, duration: float, **kwargs) -> None:
-        if event in watched:
-            events.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield events
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 @pytest.mark.parametrize("sampling_ratio", [0, 2])
@@ -545,9 +487,18 @@ def test_jit_traces_once_for_equal_shapes(sampling_ratio):
         return
     g = functools.partial(jaxpool.multilevel_roi_align, features, output_size=(3, 2), **kwargs)
     jax.block_until_ready(g(rois, batch))
-    with _compilations() as events:
+    events = []  # traces and backend compilations of any jax.jit
+
+    def listener(event, duration, **kwargs):
+        if event.endswith(("/jaxpr_trace_duration", "/backend_compile_duration")):
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
         for _ in range(2):
             jax.block_until_ready(g(pyramid_boxes(rng, 16, image), random_batch(rng, 16)))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
     assert not events, events
 
 

@@ -260,12 +260,8 @@ def test_jit_equals_eager_and_empty_batch(name):
     nd = int(name[-2])
     empty = np.zeros((0, *x.shape[-nd - 1 :]), np.float32)
     got = _call(name, jnp.asarray(empty), kwargs)
-    if name.startswith("max_unpool"):
-        expected = _torch(
-            name, torch.tensor(empty), torch.zeros(empty.shape, dtype=torch.long), **kwargs
-        )
-    else:
-        expected = _torch(name, torch.tensor(empty), **kwargs)
+    indices = [torch.zeros(empty.shape, dtype=torch.long)] if name.startswith("max_unpool") else []
+    expected = _torch(name, torch.tensor(empty), *indices, **kwargs)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         assert a.shape == tuple(b.shape)
 

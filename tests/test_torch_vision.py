@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -128,10 +129,10 @@ def test_values_and_gradients(name, x64):
     ``[K, 5]`` rows gave (``roi_align`` takes boxes and batch indices apart, ``ps_roi_pool``
     takes rows: the two ways the binders pass boxes on)."""
     configs, channels, taken = OPS[name]
-    cases = list(draws(list(OPS).index(name), configs, channels))
-    assert len(cases) == len(configs) * DRAWS
+    drawn = list(draws(list(OPS).index(name), configs, channels))
+    assert len(drawn) == len(configs) * DRAWS
     value_gaps, grad_gaps, empties = [], [], 0
-    for k, (config, x, rows, per_image) in enumerate(cases):
+    for k, (config, x, rows, per_image) in enumerate(drawn):
         static = dict(zip(STATIC[:taken], config[1:]))
         want = torchvision_reference(name, x, rows, **static)
         want, argmax = want if name == "roi_pool" else (want, None)
@@ -205,13 +206,6 @@ def test_ps_roi_pool_gradient_where_torchvision_backward_agrees(x64):
     np.testing.assert_allclose(g, want, atol=1e-12)
 
 
-def test_ps_roi_pool_never_reads_the_last_row_and_column():
-    """torchvision's forward clips every bin to ``[0, H - 1]``."""
-    x = jnp.zeros((1, 1, 4, 5)).at[0, 0, 3, :].set(1.0).at[0, 0, :, 4].set(1.0)
-    y = tv.ps_roi_pool(x, jnp.array([[0.0, 0.0, 0.0, 9.0, 9.0]]), 1)
-    assert y.tolist() == [[[[0.0]]]]
-
-
 def test_roi_pool_bins_of_boxes_larger_than_the_map(x64):
     """Bins longer than one chunk are read whole."""
     rng = np.random.default_rng(5)
@@ -239,16 +233,18 @@ def test_psroi_pool_torchvision_rounding(group_size, data_format, x64):
     rows = np.concatenate([rng.integers(0, 2, (9, 1)), random_boxes(rng, 9, 16, 14)], 1)
     rows = np.concatenate([[[-1.0, 0.0, 0.0, 8.0, 8.0], [0.0, 2.0, 0.0, 10.0, 6.0]], rows])
     want = reference.torchvision_ps_roi_pool(x, rows, (gh, gw), 0.5)
-    xin = x if data_format == "NCX" else x.transpose(0, 2, 3, 1)
-    y = jaxpool.psroi_pool(
-        xin, rows, 3, group_size, spatial_scale=0.5, rounding="torchvision", data_format=data_format
-    )
-    y = np.asarray(y if data_format == "NCX" else y.transpose(0, 3, 1, 2))
+    kwargs = dict(spatial_scale=0.5, rounding="torchvision", data_format=data_format)
+    y = jaxpool.psroi_pool(cases.to_layout(x, data_format), rows, 3, group_size, **kwargs)
+    y = np.asarray(cases.from_layout(y, data_format))
     np.testing.assert_allclose(y, want, atol=1e-12)
     assert not np.any(y[0]) and np.all(y[1] != 0)
 
 
-def test_psroi_pool_float32():
+def test_ps_roi_pool_float32_never_reads_the_last_row_and_column():
+    """torchvision's forward clips every bin to ``[0, H - 1]``."""
+    x = jnp.zeros((1, 1, 4, 5)).at[0, 0, 3, :].set(1.0).at[0, 0, :, 4].set(1.0)
+    y = tv.ps_roi_pool(x, jnp.array([[0.0, 0.0, 0.0, 9.0, 9.0]]), 1)
+    assert y.tolist() == [[[[0.0]]]]
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
     rows = np.concatenate([rng.integers(0, 2, (6, 1)), random_boxes(rng, 6, 18, 18)], 1)

@@ -52,13 +52,9 @@ class Net(torch.nn.Module):
 
 # The front end's functions the module reaches.
 REACHED = [
-    "adaptive_max_pool2d",
-    "lp_pool2d",
-    "fractional_max_pool2d",
-    "max_pool2d",
-    "max_unpool2d",
-    "avg_pool2d",
-]
+    f"{family}2d"
+    for family in ("adaptive_max_pool", "lp_pool", "fractional_max_pool", "max_pool", "max_unpool")
+] + ["avg_pool2d"]
 
 
 @pytest.fixture(scope="module")
@@ -177,15 +173,14 @@ def test_aten_max_unpool_equals_pytorch(torchax, n):
 
 # torchvision's operator schemas (its csrc/ops), which `register_torchax` binds where torchvision
 # imports.
+_REGION = (
+    "(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width"
+)
 TORCHVISION_SCHEMAS = [
-    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-    "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor",
-    "roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-    "SymInt pooled_width) -> (Tensor, Tensor)",
-    "ps_roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-    "SymInt pooled_width, int sampling_ratio) -> (Tensor, Tensor)",
-    "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-    "SymInt pooled_width) -> (Tensor, Tensor)",
+    f"roi_align{_REGION}, int sampling_ratio, bool aligned) -> Tensor",
+    f"roi_pool{_REGION}) -> (Tensor, Tensor)",
+    f"ps_roi_align{_REGION}, int sampling_ratio) -> (Tensor, Tensor)",
+    f"ps_roi_pool{_REGION}) -> (Tensor, Tensor)",
 ]
 
 
