@@ -41,17 +41,25 @@ def _compiled(x_shape, rois_shape, offsets_shape, attrs):
     return _CORE.compile_model(ov.Model(node.outputs(), params), "CPU", _CONFIG)
 
 
-def runtime(x, rois, offsets=None, **attrs):
-    """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
-    bins = attrs.pop("spatial_bins", 1)
+def runtime_attrs(attrs, part_size):
+    """The runtime's attributes of jaxpool's ``attrs``."""
+    bins = attrs.get("spatial_bins", 1)
     bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
-    attrs = dict(
+    attrs = {k: v for k, v in attrs.items() if k != "spatial_bins"}
+    scale, trans_std = (float(attrs.pop(k, 1.0)) for k in ("spatial_scale", "trans_std"))
+    return dict(
         attrs,
         spatial_bins_y=bins_y,
         spatial_bins_x=bins_x,
-        spatial_scale=float(attrs.get("spatial_scale", 1.0)),
-        part_size=1 if offsets is None else offsets.shape[2],
+        part_size=part_size,
+        spatial_scale=scale,
+        trans_std=trans_std,
     )
+
+
+def runtime(x, rois, offsets=None, **attrs):
+    """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
+    attrs = runtime_attrs(attrs, 1 if offsets is None else offsets.shape[2])
     inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
     if offsets is not None:
         inputs.append(np.ascontiguousarray(offsets, np.float32))
@@ -266,20 +274,10 @@ def test_transforms():
 def test_openvino_layer_matches_runtime(config):
     """``openvino.layer("DeformablePSROIPooling", ...)`` from IR attribute strings, with and
     without its optional offsets."""
-    attrs = dict(config[6])
+    attrs = config[6]
     x, rois, offsets = random_case(config, 0)
-    bins = attrs.get("spatial_bins", 1)
-    bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
-    ir = {
-        "output_dim": str(attrs["output_dim"]),
-        "group_size": str(attrs["group_size"]),
-        "spatial_scale": repr(float(attrs.get("spatial_scale", 1.0))),
-        "spatial_bins_x": str(bins_x),
-        "spatial_bins_y": str(bins_y),
-        "trans_std": repr(float(attrs.get("trans_std", 1.0))),
-        "part_size": str(offsets.shape[2]),
-        "mode": "bilinear_deformable",
-    }
+    ir = {k: repr(v) for k, v in runtime_attrs(attrs, offsets.shape[2]).items()}
+    ir["mode"] = "bilinear_deformable"
     layer = jaxpool.openvino.layer("DeformablePSROIPooling", ir)
     assert layer.function == "deformable_psroi_pool"
     check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
