@@ -7,7 +7,8 @@ from sub-pixel to many times the map, partly or wholly outside it, inverted and 
 half-integers, offsets that push samples off the map; both layouts and 16-bit inputs.
 Derivatives: the gradient in ``x`` is the adjoint of the float64 reference's linear map
 (``<J v, w> = <v, J^T w>``), the derivatives in the offsets agree with central differences in
-float64, and those in the boxes (rounded to pixels) are 0.
+float64, and those in the boxes (rounded to pixels) are 0.  Transforms, empty inputs and NaN
+boxes: with the rest of the family in ``test_roi.py``.
 """
 
 from __future__ import annotations
@@ -230,44 +231,6 @@ def test_derivatives(x64):
     cases.check_box_derivatives(g, p, rng)
     (grad,) = jax.vjp(g, p)[1](jnp.ones(want.shape))
     assert np.any(np.asarray(grad[:split])) and not np.any(np.asarray(grad[split:]))
-
-
-# --------------------------------------------------------------------------------------------
-# Transforms.
-# --------------------------------------------------------------------------------------------
-
-
-def test_transforms():
-    """Under ``jit`` and eagerly the runtime's values, channels-last the same bits; ``vmap`` over
-    boxes and offsets, and over the maps with the gradient, equals a loop.  Empty inputs and
-    NaN boxes: with the rest of the family in ``test_roi.py``."""
-    config = CONFIGS[4]
-    attrs = config[6]
-    draws = [random_case(config, 50 + k) for k in range(3)]
-    x, rois, offsets = (np.stack([d[k] for d in draws]) for k in range(3))
-    x = x[0]
-
-    def f(a, r, o, data_format="NCX"):
-        return call(a, r, o, data_format, **attrs)
-
-    eager, want = np.asarray(f(x, rois[0], offsets[0])), runtime(x, rois[0], offsets[0], **attrs)
-    check(eager, want)
-    check(jax.jit(f)(x, rois[0], offsets[0]), want)
-    nxc = np.asarray(f(x, rois[0], offsets[0], "NXC"))
-    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
-    got = jax.vmap(lambda r, o: f(x, r, o))(rois, offsets)
-    loop = np.stack([f(x, r, o) for r, o in zip(rois, offsets)])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    images = np.stack([x, x[::-1] * 2])
-
-    def loss(a):
-        return (f(a, rois[0], offsets[0]) ** 2).sum()
-
-    got, grads = jax.vmap(lambda a: (f(a, rois[0], offsets[0]), jax.grad(loss)(a)))(images)
-    loop = np.stack([f(a, rois[0], offsets[0]) for a in images])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    loop = np.stack([jax.grad(loss)(a) for a in images])
-    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])

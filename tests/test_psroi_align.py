@@ -4,7 +4,7 @@ Values on random cases with fixed seeds: boxes from sub-pixel to the whole map, 
 it and inverted, batch indices outside ``[0, N)``, every ``aligned_mode``, sampling ratios 0 to
 3 and scales 1 to 1/16, both layouts and three dtypes.  Derivatives: the gradient in ``x`` is
 the adjoint of the reference's linear map (``<J v, w> = <v, J^T w>``).  Derivatives in the
-boxes, empty inputs and NaN boxes: with the rest of the family in ``test_roi.py``.
+boxes, transforms, empty inputs and NaN boxes: with the rest of the family in ``test_roi.py``.
 """
 
 from __future__ import annotations
@@ -190,35 +190,3 @@ def test_gradient_is_adjoint_of_reference():
         v_jtw = np.asarray(jtw, np.float64).ravel() @ vs[name].ravel().astype(np.float64)
         assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5, name
         check(tangent, jvs[name])
-
-
-# --------------------------------------------------------------------------------------------
-# Transforms.
-# --------------------------------------------------------------------------------------------
-
-
-def test_jit_and_vmap_equal_eager_and_a_loop():
-    """Under ``jit`` and eagerly the reference's values; ``vmap`` over sets of boxes (adaptive
-    sampling) and over the maps at a fixed ratio, with its gradient, equals a loop."""
-    x, rois, batch, out, scale = random_case(60)
-    rng = np.random.default_rng(61)
-    box_sets = np.stack([cases.random_boxes(rng, 5, *x.shape[2:], scale) for _ in range(3)])
-    batches = rng.integers(0, 2, (3, 5))
-
-    def f(a, r, b, sampling_ratio=0):
-        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale, sampling_ratio=sampling_ratio)
-
-    def g(a):
-        return f(a, rois, batch, 2)
-
-    want = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
-    check(g(x), want)
-    check(jax.jit(g)(x), want)
-    got = jax.vmap(lambda r, b: f(x, r, b))(box_sets, batches)
-    loop = np.stack([f(x, r, b) for r, b in zip(box_sets, batches)])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    images = np.stack([x, x[::-1] * 2])
-    got, grads = jax.vmap(lambda a: (g(a), jax.grad(lambda a: g(a).sum())(a)))(images)
-    np.testing.assert_allclose(got, np.stack([g(a) for a in images]), rtol=0, atol=1e-6)
-    loop = np.stack([jax.grad(lambda a: g(a).sum())(a) for a in images])
-    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-6)

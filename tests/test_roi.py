@@ -24,6 +24,7 @@ import openvino.opset2 as opset2
 import openvino.opset9 as opset9
 import openvino.opset15 as opset15
 import pytest
+import reference
 import regions
 from cases import from_layout, random_boxes, to_layout
 
@@ -533,19 +534,51 @@ def test_box_derivatives(x64):
 # --------------------------------------------------------------------------------------------
 
 
-def test_vmap_over_box_sets_and_images():
+DEFORM = dict(output_dim=4, group_size=2, spatial_bins=(1, 2), trans_std=-0.75)
+# Each op of (map, *boxes) at a fixed ratio, psroi_align with adaptive sampling, and its oracle.
+# fmt: off
+TRANSFORMED = {
+    "roi_align": (lambda a, r, b, **k: jaxpool.roi_align(a, r, b, 2, sampling_ratio=2, **k),
+                  lambda a, r, b: ov_roi_align(a, r, b, (2, 2), sampling_ratio=2)),
+    "psroi_align": (lambda a, r, b, **k: jaxpool.psroi_align(a, r, b, 2, **k),
+                    lambda a, r, b: reference.ps_roi_align(a, r, b, (2, 2))),
+    "deformable_psroi_pool": (
+        lambda a, r, o, **k: jaxpool.deformable_psroi_pool(a, r, o, **DEFORM, **k),
+        lambda a, r, o: reference.deformable_psroi_pool(a, r, o, **DEFORM)),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize("name", TRANSFORMED)
+def test_transforms(name):
+    """Eagerly and under ``jit`` the oracle's values, channels-last the same bits; ``vmap`` over
+    sets of boxes and over the maps the oracle's values on each, and the gradient under
+    ``vmap`` a loop of gradients."""
+    f, oracle = TRANSFORMED[name]
     rng = np.random.default_rng(9)
-    x = features(rng, 3, 9, 10, n=2)
-    rois = np.stack([random_boxes(rng, 5, 9, 10, 1.0) for _ in range(4)])
-    batch = rng.integers(0, 2, (4, 5))
-    f = functools.partial(jaxpool.roi_align, output_size=2, sampling_ratio=2)
-    want = [ov_roi_align(x, r, b, (2, 2), sampling_ratio=2) for r, b in zip(rois, batch)]
-    check(jax.vmap(lambda r, b: f(x, r, b))(rois, batch), np.stack(want))
+    x = features(rng, 16, 9, 10)
+    rois = np.stack([random_boxes(rng, 5, 9, 10, 1.0) for _ in range(3)])
+    batch = rng.integers(0, 2, (3, 5))
+    if name == "deformable_psroi_pool":
+        offsets = rng.uniform(-1, 1, (3, 5, 4, 3, 3)).astype(np.float32)
+        rois, batch = np.concatenate([batch[..., None], rois], 2).astype(np.float32), offsets
+    boxes = rois[0], batch[0]
+    eager, want = f(x, *boxes), oracle(x, *boxes)
+    check(eager, want)
+    check(jax.jit(f)(x, *boxes), want)
+    nxc = f(to_layout(x, "NXC"), *boxes, data_format="NXC")
+    np.testing.assert_array_equal(eager, from_layout(nxc, "NXC"))
+    want = np.stack([oracle(x, r, b) for r, b in zip(rois, batch)])
+    check(jax.vmap(lambda r, b: f(x, r, b))(rois, batch), want)
+
+    def loss(a):
+        return (f(a, *boxes) ** 2).sum()
+
     images = np.stack([x, x[::-1] * 2])
-    want = [ov_roi_align(a, rois[0], batch[0], (2, 2), sampling_ratio=2) for a in images]
-    check(jax.vmap(lambda a: f(a, rois[0], batch[0]))(images), np.stack(want))
-    g = jax.vmap(jax.grad(lambda a: f(a, rois[0], batch[0]).sum()))(images)
-    assert g.shape == images.shape
+    got, grads = jax.vmap(lambda a: (f(a, *boxes), jax.grad(loss)(a)))(images)
+    check(got, np.stack([oracle(a, *boxes) for a in images]))
+    loop = np.stack([jax.grad(loss)(a) for a in images])
+    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-5)
 
 
 # --------------------------------------------------------------------------------------------
