@@ -7,7 +7,8 @@ from sub-pixel to many times the map, partly or wholly outside it, inverted and 
 half-integers, offsets that push samples off the map; both layouts and 16-bit inputs.
 Derivatives: the gradient in ``x`` is the adjoint of the float64 reference's linear map
 (``<J v, w> = <v, J^T w>``), the derivatives in the offsets agree with central differences in
-float64, and those in the boxes (rounded to pixels) are 0.
+float64, and those in the boxes (rounded to pixels) are 0.  Transforms, empty inputs and NaN
+boxes: with the rest of the family in ``test_roi.py``.
 """
 
 from __future__ import annotations
@@ -41,17 +42,25 @@ def _compiled(x_shape, rois_shape, offsets_shape, attrs):
     return _CORE.compile_model(ov.Model(node.outputs(), params), "CPU", _CONFIG)
 
 
-def runtime(x, rois, offsets=None, **attrs):
-    """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
-    bins = attrs.pop("spatial_bins", 1)
+def runtime_attrs(attrs, part_size):
+    """The runtime's attributes of jaxpool's ``attrs``."""
+    bins = attrs.get("spatial_bins", 1)
     bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
-    attrs = dict(
+    attrs = {k: v for k, v in attrs.items() if k != "spatial_bins"}
+    scale, trans_std = (float(attrs.pop(k, 1.0)) for k in ("spatial_scale", "trans_std"))
+    return dict(
         attrs,
         spatial_bins_y=bins_y,
         spatial_bins_x=bins_x,
-        spatial_scale=float(attrs.get("spatial_scale", 1.0)),
-        part_size=1 if offsets is None else offsets.shape[2],
+        part_size=part_size,
+        spatial_scale=scale,
+        trans_std=trans_std,
     )
+
+
+def runtime(x, rois, offsets=None, **attrs):
+    """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
+    attrs = runtime_attrs(attrs, 1 if offsets is None else offsets.shape[2])
     inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
     if offsets is not None:
         inputs.append(np.ascontiguousarray(offsets, np.float32))
@@ -224,62 +233,14 @@ def test_derivatives(x64):
     assert np.any(np.asarray(grad[:split])) and not np.any(np.asarray(grad[split:]))
 
 
-# --------------------------------------------------------------------------------------------
-# Transforms.
-# --------------------------------------------------------------------------------------------
-
-
-def test_transforms():
-    """Under ``jit`` and eagerly the runtime's values, channels-last the same bits; ``vmap`` over
-    boxes and offsets, and over the maps with the gradient, equals a loop.  Empty inputs and
-    NaN boxes: with the rest of the family in ``test_roi.py``."""
-    config = CONFIGS[4]
-    attrs = config[6]
-    draws = [random_case(config, 50 + k) for k in range(3)]
-    x, rois, offsets = (np.stack([d[k] for d in draws]) for k in range(3))
-    x = x[0]
-
-    def f(a, r, o, data_format="NCX"):
-        return call(a, r, o, data_format, **attrs)
-
-    eager, want = np.asarray(f(x, rois[0], offsets[0])), runtime(x, rois[0], offsets[0], **attrs)
-    check(eager, want)
-    check(jax.jit(f)(x, rois[0], offsets[0]), want)
-    nxc = np.asarray(f(x, rois[0], offsets[0], "NXC"))
-    np.testing.assert_array_equal(eager, np.moveaxis(nxc, -1, 1))
-    got = jax.vmap(lambda r, o: f(x, r, o))(rois, offsets)
-    loop = np.stack([f(x, r, o) for r, o in zip(rois, offsets)])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    images = np.stack([x, x[::-1] * 2])
-
-    def loss(a):
-        return (f(a, rois[0], offsets[0]) ** 2).sum()
-
-    got, grads = jax.vmap(lambda a: (f(a, rois[0], offsets[0]), jax.grad(loss)(a)))(images)
-    loop = np.stack([f(a, rois[0], offsets[0]) for a in images])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    loop = np.stack([jax.grad(loss)(a) for a in images])
-    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-5)
-
-
 @pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])
 def test_openvino_layer_matches_runtime(config):
     """``openvino.layer("DeformablePSROIPooling", ...)`` from IR attribute strings, with and
     without its optional offsets."""
-    attrs = dict(config[6])
+    attrs = config[6]
     x, rois, offsets = random_case(config, 0)
-    bins = attrs.get("spatial_bins", 1)
-    bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
-    ir = {
-        "output_dim": str(attrs["output_dim"]),
-        "group_size": str(attrs["group_size"]),
-        "spatial_scale": repr(float(attrs.get("spatial_scale", 1.0))),
-        "spatial_bins_x": str(bins_x),
-        "spatial_bins_y": str(bins_y),
-        "trans_std": repr(float(attrs.get("trans_std", 1.0))),
-        "part_size": str(offsets.shape[2]),
-        "mode": "bilinear_deformable",
-    }
+    ir = {k: repr(v) for k, v in runtime_attrs(attrs, offsets.shape[2]).items()}
+    ir["mode"] = "bilinear_deformable"
     layer = jaxpool.openvino.layer("DeformablePSROIPooling", ir)
     assert layer.function == "deformable_psroi_pool"
     check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))

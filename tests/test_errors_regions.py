@@ -51,7 +51,7 @@ ADAPTIVE_SAMPLING = r"`sampling_ratio` \(=-1\).*0 samples adaptively.*jaxpool\.t
 SCALES = "`spatial_scales`"
 
 # fmt: off
-# roi_align and psroi_align: features, boxes of four corners and their images.
+# Every op of one map: its features and scale.
 FEATURES = [
     rule("x-rank", x=X_ROI[0], error=V, match=r"`x` must have rank 4 \(\[N, C, H, W\]\)"),
     rule("x-int", x=X_ROI.astype(np.int32), error=T, match=r"`x` must have a floating dtype"),
@@ -61,7 +61,16 @@ FEATURES = [
     rule("spatial_scale-nan", spatial_scale=float("nan"), error=V,
          match=r"`spatial_scale` \(=nan\)"),
 ]
-# The same rules of the boxes and attributes for multilevel_roi_align too.
+# The boxes and layout of the ops whose boxes are rows of five numbers.
+FIVE = [
+    rule("rois-width", rois=R4, error=V, match=ROIS4),
+    rule("rois-rank", rois=R5[0], error=V, match="`rois`"),
+    rule("rois-int", rois=R5.astype(np.int32), error=T,
+         match="`rois` must have a floating dtype, got int32"),
+    rule("rois-strings", rois=R5.astype(str), error=T, match=non_numeric("rois")),
+    rule("data_format-NHWC", data_format="NHWC", error=V, match=names("data_format", "'NHWC'")),
+]
+# roi_align and psroi_align (boxes of four corners and their images), and multilevel_roi_align.
 BOXES = [
     rule("rois-width", rois=R5, error=V, match=r"`rois` \(shape \(3, 5\)\)"),
     rule("rois-rank", rois=R4[0], error=V, match="`rois`"),
@@ -85,7 +94,8 @@ BOXES = [
     rule("data_format-NHWC", data_format="NHWC", error=V, match=names("data_format", "'NHWC'")),
 ]
 ROWS = [
-    *family(ALIGN, FEATURES),
+    *family((*ALIGN, ROTATED, POOL, PSPOOL, DEFORM), FEATURES),
+    *family((ROTATED, POOL, PSPOOL, DEFORM), FIVE),
     *family((*ALIGN, LEVELS), BOXES),
     row("roi_align-mode", ALIGN[0], mode="mean", error=V, match=r"`mode` \(='mean'\)"),
     row("roi_align-mode-onnx_max", ALIGN[0], mode="onnx_max", error=V,
@@ -101,10 +111,6 @@ ROWS = [
         traced(jaxpool.psroi_align, "spatial_scale", X_ROI, R4, B, 2), 0.5, error=T,
         match=r"`spatial_scale` must be a static Python float, got a " + TRACED),
     # roi_align_rotated: boxes of a center, a size and an angle.
-    row("roi_align_rotated-rois-width", ROTATED, rois=R4, error=V,
-        match=r"`rois` \(shape \(3, 4\)\)"),
-    row("roi_align_rotated-rois-strings", ROTATED, rois=R5.astype(str), error=T,
-        match=non_numeric("rois")),
     row("roi_align_rotated-batch_indices", ROTATED, batch_indices=B[:1], error=V,
         match="`batch_indices`"),
     row("roi_align_rotated-clockwise", ROTATED, clockwise=1, error=T, match="`clockwise`"),
@@ -151,11 +157,7 @@ ROWS = [
         match=names("canonical_size", "-224")),
     row("multilevel_roi_align-mode", LEVELS, mode="mean", error=V, match=names("mode", "'mean'")),
     # roi_pool and psroi_pool: boxes of a batch index and four corners.
-    row("roi_pool-rois-width", POOL, rois=R4, error=V, match=r"`rois` \(shape \(3, 4\)\)"),
-    row("roi_pool-rois-strings", POOL, rois=R5.astype(str), error=T, match=non_numeric("rois")),
     row("roi_pool-method", POOL, method="avg", error=V, match=r"`method` \(='avg'\)"),
-    row("psroi_pool-rois-width", PSPOOL, rois=R4, error=V, match=ROIS4),
-    row("psroi_pool-x-strings", PSPOOL, x=X_ROI.astype(str), error=T, match=non_numeric("x")),
     row("psroi_pool-channels", PSPOOL, output_dim=3, error=V, match="8 channels.*`output_dim`"),
     row("psroi_pool-channels-bilinear", PSPOOL, mode="bilinear", spatial_bins=3, error=V,
         match="8 channels.*bins_y"),
@@ -170,12 +172,6 @@ ROWS = [
     row("psroi_pool-group_size-channels", PSPOOL, group_size=(2, 3), error=V,
         match=names("group_size", r"8 channels.*\(2, 3\)")),
     # deformable_psroi_pool: psroi_pool's bins, moved by offsets per box, class and part.
-    row("deformable_psroi_pool-x-rank", DEFORM, x=X_ROI[0], error=V, match="`x` must have rank 4"),
-    row("deformable_psroi_pool-x-dtype", DEFORM, x=X_ROI.astype(np.int32), error=T,
-        match="`x` must have a floating dtype"),
-    row("deformable_psroi_pool-rois-width", DEFORM, rois=R4, error=V, match=ROIS4),
-    row("deformable_psroi_pool-rois-dtype", DEFORM, rois=R5.astype(np.int32), error=T,
-        match="`rois` must have a floating dtype"),
     row("deformable_psroi_pool-channels", DEFORM, output_dim=3, error=V,
         match=r"`x` has 8 channels.*3 \* 2\*\*2 = 12"),
     row("deformable_psroi_pool-output_dim", DEFORM, output_dim=0, error=V,
@@ -212,10 +208,6 @@ ROWS = [
         match=r"`trans_std` must be a float, got '1'"),
     row("deformable_psroi_pool-trans_std-nan", DEFORM, trans_std=float("nan"), error=V,
         match=r"`trans_std` \(=nan\) must be finite"),
-    row("deformable_psroi_pool-spatial_scale-type", DEFORM, spatial_scale="1", error=T,
-        match="`spatial_scale`"),
-    row("deformable_psroi_pool-data_format", DEFORM, data_format="NHWC", error=V,
-        match="`data_format`"),
 ]
 # fmt: on
 

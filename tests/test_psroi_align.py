@@ -3,9 +3,8 @@
 Values on random cases with fixed seeds: boxes from sub-pixel to the whole map, partly outside
 it and inverted, batch indices outside ``[0, N)``, every ``aligned_mode``, sampling ratios 0 to
 3 and scales 1 to 1/16, both layouts and three dtypes.  Derivatives: the gradient in ``x`` is
-the adjoint of the reference's linear map (``<J v, w> = <v, J^T w>``), and the derivatives in
-the boxes agree with central differences in float64.  Empty inputs and NaN boxes: with the
-rest of the family in ``test_roi.py``.
+the adjoint of the reference's linear map (``<J v, w> = <v, J^T w>``).  Derivatives in the
+boxes, transforms, empty inputs and NaN boxes: with the rest of the family in ``test_roi.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-import regions
 
 import jaxpool
 
@@ -81,17 +79,6 @@ def test_matches_reference(aligned_mode, sampling_ratio):
         check(got, want, data_format)
 
 
-def test_larger_map_matches_reference():
-    """A 38x50 map at scale 1/16, 7x7 bins (adaptive sampling up to 6 x 8 samples per bin,
-    read by one stacked gather)."""
-    rng = np.random.default_rng(100)
-    x = rng.standard_normal((2, 2 * 49, 38, 50)).astype(np.float32)
-    rois = cases.random_boxes(rng, 12, 38, 50, 1 / 16)
-    batch = rng.integers(0, 2, 12)
-    want = reference.ps_roi_align(x, rois, batch, (7, 7), spatial_scale=1 / 16)
-    check(jaxpool.psroi_align(x, rois, batch, 7, spatial_scale=1 / 16), want)
-
-
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 def test_half_precision(dtype, data_format):
@@ -129,7 +116,7 @@ def test_matches_roi_align_of_the_bins_channels(aligned_mode):
 def test_rules():
     """The docstring's rules: torchvision's default corners (``x * scale - 0.5``, no bound on
     the size), zeros for batch indices outside ``[0, N)``, 0 for bins without samples, and the
-    adaptive count ``ceil(bin size)`` beyond the map."""
+    adaptive count ``ceil(bin size)`` beyond the map and on a larger map."""
     x = np.arange(2 * 4 * 6 * 6, dtype=np.float32).reshape(2, 4, 6, 6) + 10
     # One call (one program): batch indices outside [0, N), then an inverted box (with adaptive
     # sampling: ceil of a negative bin size, no samples, 0, not NaN), then boxes larger than the
@@ -149,6 +136,14 @@ def test_rules():
     got = np.asarray(jaxpool.psroi_align(x[:, :1], thin, np.array([0]), 1))
     np.testing.assert_allclose(got, reference.ps_roi_align(x[:, :1], thin, [0], (1, 1)))
     np.testing.assert_allclose(got[0, 0, 0, 0], 10 + 1.7 * 6 + 1.7, rtol=1e-6)
+    # A 38x50 map at scale 1/16, 7x7 bins (adaptive sampling up to 6 x 8 samples per bin, read
+    # by one stacked gather).
+    rng = np.random.default_rng(100)
+    x = rng.standard_normal((2, 2 * 49, 38, 50)).astype(np.float32)
+    rois = cases.random_boxes(rng, 12, 38, 50, 1 / 16)
+    batch = rng.integers(0, 2, 12)
+    want = reference.ps_roi_align(x, rois, batch, (7, 7), spatial_scale=1 / 16)
+    check(jaxpool.psroi_align(x, rois, batch, 7, spatial_scale=1 / 16), want)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,53 +190,3 @@ def test_gradient_is_adjoint_of_reference():
         v_jtw = np.asarray(jtw, np.float64).ravel() @ vs[name].ravel().astype(np.float64)
         assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5, name
         check(tangent, jvs[name])
-
-
-def test_box_derivatives(x64):
-    """Forward and reverse derivatives in the boxes against central differences (float64),
-    in every aligned mode and with adaptive sampling (one program)."""
-    rng = np.random.default_rng(5)
-    x = jnp.asarray(rng.standard_normal((2, 2 * 6, 12, 12)))
-    low = rng.uniform(1, 5, (3, 2))
-    rois = jnp.asarray(np.concatenate([low, low + rng.uniform(2.2, 5.8, (3, 2))], 1))
-    batch = np.array([0, 1, 0])
-
-    def pool(aligned_mode, sampling_ratio):
-        kwargs = dict(sampling_ratio=sampling_ratio, aligned_mode=aligned_mode, spatial_scale=0.9)
-        return lambda r: jaxpool.psroi_align(x, r, batch, (2, 3), **kwargs)
-
-    settings = [(mode, 2) for mode in ALIGNED_MODES] + [("half_pixel_for_nn", 0)]
-    pools = {f"{mode}-{ratio}": pool(mode, ratio) for mode, ratio in settings}
-    regions.check_box_derivatives(pools, rois, rng)
-
-
-# --------------------------------------------------------------------------------------------
-# Transforms.
-# --------------------------------------------------------------------------------------------
-
-
-def test_jit_and_vmap_equal_eager_and_a_loop():
-    """Under ``jit`` and eagerly the reference's values; ``vmap`` over sets of boxes (adaptive
-    sampling) and over the maps at a fixed ratio, with its gradient, equals a loop."""
-    x, rois, batch, out, scale = random_case(60)
-    rng = np.random.default_rng(61)
-    box_sets = np.stack([cases.random_boxes(rng, 5, *x.shape[2:], scale) for _ in range(3)])
-    batches = rng.integers(0, 2, (3, 5))
-
-    def f(a, r, b, sampling_ratio=0):
-        return jaxpool.psroi_align(a, r, b, out, spatial_scale=scale, sampling_ratio=sampling_ratio)
-
-    def g(a):
-        return f(a, rois, batch, 2)
-
-    want = reference.ps_roi_align(x, rois, batch, out, spatial_scale=scale, sampling_ratio=2)
-    check(g(x), want)
-    check(jax.jit(g)(x), want)
-    got = jax.vmap(lambda r, b: f(x, r, b))(box_sets, batches)
-    loop = np.stack([f(x, r, b) for r, b in zip(box_sets, batches)])
-    np.testing.assert_allclose(got, loop, rtol=0, atol=1e-6)
-    images = np.stack([x, x[::-1] * 2])
-    got, grads = jax.vmap(lambda a: (g(a), jax.grad(lambda a: g(a).sum())(a)))(images)
-    np.testing.assert_allclose(got, np.stack([g(a) for a in images]), rtol=0, atol=1e-6)
-    loop = np.stack([jax.grad(lambda a: g(a).sum())(a) for a in images])
-    np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-6)

@@ -26,7 +26,6 @@ from onnx import TensorProto, helper
 
 import jaxpool
 import jaxpool.onnx
-from jaxpool._src import roi_align as roi_align_lib
 
 ort.set_default_logger_severity(3)
 
@@ -86,59 +85,50 @@ def _features(rng, shape, kind):
 # RoiAlign-10 has no coordinate_transformation_mode (its rule is output_half_pixel); from
 # RoiAlign-16 both modes, and half_pixel by default.
 VERSIONS = [(10, None), (16, None), (16, "half_pixel"), (16, "output_half_pixel")]
-# Each version at two sampling ratios, each ratio in both coordinate transformation modes.
-CASES = [(*v, ratio) for ratio in range(4) for k, v in enumerate(VERSIONS) if (ratio + k) % 2 == 0]
+# Each version at two sampling ratios, each ratio in both coordinate transformation modes, the
+# layouts taking turns (channels-last through the node's bound function and arguments).
+CASES = [
+    (*v, ratio, ("NCX", "NXC")[k // 2])
+    for ratio in range(4)
+    for k, v in enumerate(VERSIONS)
+    if (ratio + k) % 2 == 0
+]
 
 
-@pytest.mark.parametrize(("opset", "transform", "sampling_ratio"), CASES)
-def test_matches_onnxruntime(opset, transform, sampling_ratio):
+@pytest.mark.parametrize(("opset", "transform", "sampling_ratio", "data_format"), CASES)
+def test_matches_onnxruntime(opset, transform, sampling_ratio, data_format):
     half_pixel = transform == "half_pixel" or (transform is None and opset >= 16)
     rng = np.random.default_rng([opset, VERSIONS.index((opset, transform)), sampling_ratio])
     # Both kinds of features on one shape, scale and output size: one program.
     height, width = (int(v) for v in rng.integers(3, 12, 2))
     scale = float(rng.choice([1.0, 0.5, 0.25]))
     out_h, out_w = (int(v) for v in rng.integers(1, 4, 2))
+    node = _node(
+        transform,
+        output_height=out_h,
+        output_width=out_w,
+        sampling_ratio=sampling_ratio,
+        spatial_scale=scale,
+    )
+    pool = jaxpool.onnx.node(node, opset=opset)
     for kind in ("signed", "negative"):
         x = _features(rng, (2, 3, height, width), kind)
         # The random boxes, and one whose samples lie between the map's elements.
         inside = np.array([[0.6, 0.7, 1.9, 2.1]], np.float32) / np.float32(scale)
         rois = np.concatenate([_boxes(rng, 7, height, width, scale, half_pixel), inside])
         batch = rng.integers(0, 2, 8).astype(np.int64)
-        node = _node(
-            transform,
-            output_height=out_h,
-            output_width=out_w,
-            sampling_ratio=sampling_ratio,
-            spatial_scale=scale,
-        )
         expected = _onnxruntime(node, x, rois, batch, opset)
-        actual = np.asarray(jaxpool.onnx.node(node, opset=opset)(x, rois, batch))
+        if data_format == "NCX":
+            actual = np.asarray(pool(x, rois, batch))
+        else:
+            nxc = pool.fn(cases.to_layout(x, "NXC"), rois, batch, data_format="NXC", **pool.kwargs)
+            actual = cases.from_layout(nxc, "NXC")
         assert actual.shape == expected.shape and actual.dtype == expected.dtype
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=str(node))
         if kind == "negative":
             # Every term of a sample on the map is negative or a zero-weight 0: the runtime's
             # maximum is not roi_align's, which starts from 0.
             assert (expected < 0).any()
-
-
-def test_channels_last_matches_onnxruntime():
-    rng = np.random.default_rng(21)
-    x = _features(rng, (2, 5, 9, 7), "signed")
-    rois = _boxes(rng, 6, 9, 7, 0.5, True)
-    batch = rng.integers(0, 2, 6).astype(np.int64)
-    node = _node(output_height=2, output_width=3, spatial_scale=0.5)
-    expected = _onnxruntime(node, x, rois, batch, 16)
-    actual = roi_align_lib.roi_align_any_mode(
-        x.transpose(0, 2, 3, 1),
-        rois,
-        batch,
-        (2, 3),
-        spatial_scale=0.5,
-        mode=roi_align_lib.ONNX_MAX,
-        aligned_mode="half_pixel_for_nn",
-        data_format="NXC",
-    )
-    np.testing.assert_allclose(np.asarray(actual).transpose(0, 3, 1, 2), expected, 1e-5, 1e-6)
 
 
 def test_largest_corner_term_not_largest_sample():
@@ -197,26 +187,15 @@ def test_gradient_takes_the_selected_term(half_pixel, sampling_ratio, x64):
     x = rng.standard_normal((2, 3, 8, 9)) - 0.5
     rois = _boxes(rng, 6, 8, 9, 0.5, half_pixel).astype(np.float64)
     batch = rng.integers(0, 2, 6)
-    node = _node(
-        "half_pixel" if half_pixel else "output_half_pixel",
-        output_height=2,
-        output_width=3,
-        spatial_scale=0.5,
-        sampling_ratio=sampling_ratio,
-    )
-    pool = jaxpool.onnx.node(node)
+    transform = "half_pixel" if half_pixel else "output_half_pixel"
+    attrs = dict(spatial_scale=0.5, sampling_ratio=sampling_ratio)
+    pool = jaxpool.onnx.node(_node(transform, output_height=2, output_width=3, **attrs))
 
     def f(a):
         return pool(a, rois, batch)
 
     expected, winners = reference.roi_align_onnx_max(
-        x,
-        rois,
-        batch,
-        (2, 3),
-        spatial_scale=0.5,
-        sampling_ratio=sampling_ratio,
-        half_pixel=half_pixel,
+        x, rois, batch, (2, 3), half_pixel=half_pixel, **attrs
     )
     y, vjp = jax.vjp(f, jnp.asarray(x))
     np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-12, atol=1e-12)
