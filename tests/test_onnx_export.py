@@ -173,19 +173,19 @@ def _in_one_model(table, pool, rtol=0.0, ties=False):
 
 
 # (node, table, pool(x, data_format, *rest), rtol)
-WINDOW_TABLES = [
+NODE_TABLES = [
     ("MaxPool", MAX_POOL_CASES, lambda x, f, attrs, axis: jaxpool.max_pool(
         x, **attrs, data_format=f, return_indices=True, axis=axis), 0.0),
     ("AveragePool", AVG_POOL_CASES,
      lambda x, f, attrs: jaxpool.avg_pool(x, **attrs, data_format=f), 1e-6),
     ("LpPool", LP_POOL_CASES, lambda x, f, attrs: jaxpool.lp_pool(x, **attrs, data_format=f), 1e-5),
+    ("MaxRoiPool", [((2, 3, 8, 9),)],
+     lambda x, f: jaxpool.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9, data_format=f), 0.0),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "node, table, pool, rtol", WINDOW_TABLES, ids=[r[0] for r in WINDOW_TABLES]
-)
-def test_window_pools(node, table, pool, rtol):
+@pytest.mark.parametrize("node, table, pool, rtol", NODE_TABLES, ids=[r[0] for r in NODE_TABLES])
+def test_pools_in_both_layouts(node, table, pool, rtol):
     types = _in_one_model(table, pool, rtol)
     assert types.count(node) == 2 * len(table)
     # each NXC case: its input into NCX, and every output back (MaxPool's indices too)
@@ -203,13 +203,6 @@ def test_adaptive_pools():
     _in_one_model(ADAPTIVE_CASES, pool, rtol=1e-6, ties=True)
 
 
-def test_roi_pool():
-    def pool(x, data_format):
-        return jaxpool.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9, data_format=data_format)
-
-    assert _in_one_model([((2, 3, 8, 9),)], pool).count("MaxRoiPool") == 2
-
-
 def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
     fn = lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1, rounding_type="ceil")  # noqa: E731
     model = jaxpool.onnx.export(fn, _x((1, 1, 6)))
@@ -224,24 +217,17 @@ def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
 # --------------------------------------------------------------------------------------------
 
 
-def _in_bfloat16(pool):
-    """``pool`` of a bfloat16 input, for a model ONNX Runtime's Python API can feed (it takes no
-    bfloat16 arrays): float32 in and out."""
-
-    def fn(x):
-        out = pool(x.astype(jnp.bfloat16))
-        if isinstance(out, tuple):
-            return out[0].astype(jnp.float32), *out[1:]
-        return out.astype(jnp.float32)
-
-    return fn
-
-
 def _typed(pool, dtype, shape, seed=0, extremes=False):
     """``pool`` and an input of ``dtype`` (``extremes``: an integer type's least and largest
-    values in it)."""
+    values in it).  A bfloat16 model takes and gives float32, which ONNX Runtime's Python API
+    can feed (it takes no bfloat16 arrays)."""
     if dtype == "bfloat16":
-        return _in_bfloat16(pool), _x(shape, seed=seed)
+
+        def fn(x):
+            values, *indices = jax.tree.leaves(pool(x.astype(jnp.bfloat16)))
+            return values.astype(jnp.float32), *indices
+
+        return fn, _x(shape, seed=seed)
     x = _x(shape, dtype, seed=seed)
     if extremes and np.dtype(dtype).kind in "iu":
         x[0, 0, 0, 0], x[0, 1, -1, -1] = np.iinfo(dtype).min, np.iinfo(dtype).max
@@ -263,8 +249,7 @@ def _ties_and_infinities():
 
 
 def case(id, fn, *args, rtol=0.0, nodes=None):
-    """``fn(*args)`` round-tripped; ``nodes``: a regex the model's node types (joined by
-    spaces) match in full."""
+    """``fn(*args)`` round-tripped (``nodes``: as :func:`roundtrip`'s)."""
     return pytest.param(fn, args, rtol, nodes, id=id)
 
 
@@ -355,32 +340,21 @@ def test_max_unpool():
     assert types.count("MaxUnpool") == 6 and types.count("ScatterElements") == 7
 
 
-# (sampling_ratio, aligned_mode, data_format); adaptive sampling (sampling_ratio=0) traces
-# several programs: one case of it.
+# Adaptive sampling (sampling_ratio=0) traces several programs: one case of it.
 ROI_ALIGN_CASES = [
-    (0, "asymmetric", "NCX"),
-    (2, "asymmetric", "NXC"),
-    (2, "half_pixel_for_nn", "NCX"),
-    (2, "half_pixel", "NCX"),
-    (3, "half_pixel", "NXC"),
+    dict(sampling_ratio=0, aligned_mode="asymmetric", data_format="NCX"),
+    dict(sampling_ratio=2, aligned_mode="asymmetric", data_format="NXC"),
+    dict(sampling_ratio=2, aligned_mode="half_pixel_for_nn", data_format="NCX"),
+    dict(sampling_ratio=2, aligned_mode="half_pixel", data_format="NCX"),
+    dict(sampling_ratio=3, aligned_mode="half_pixel", data_format="NXC"),
 ]
 
 
 def test_roi_align():
     def fn(x, x_nxc, rois, batch_indices):
-        return [
-            jaxpool.roi_align(
-                x if data_format == "NCX" else x_nxc,
-                rois,
-                batch_indices,
-                (3, 2),
-                spatial_scale=0.8,
-                sampling_ratio=sampling_ratio,
-                aligned_mode=aligned_mode,
-                data_format=data_format,
-            )
-            for sampling_ratio, aligned_mode, data_format in ROI_ALIGN_CASES
-        ]
+        maps = {"NCX": x, "NXC": x_nxc}
+        align = functools.partial(jaxpool.roi_align, output_size=(3, 2), spatial_scale=0.8)
+        return [align(maps[c["data_format"]], rois, batch_indices, **c) for c in ROI_ALIGN_CASES]
 
     args = (*_inputs((2, 3, 8, 9)), ROIS[:, 1:], ROIS[:, 0].astype(np.int32))
     assert roundtrip(fn, *args, rtol=1e-5).count("RoiAlign") == len(ROI_ALIGN_CASES)
@@ -470,11 +444,11 @@ def test_plain_jax2onnx_after_register_export(tmp_path):
 
 
 def test_the_ops_run_as_before_after_an_export():
-    x = _x((1, 2, 6, 6))
-    before = jaxpool.max_pool(x, 3, 1, return_indices=True)
-    jaxpool.onnx.export(lambda x: jaxpool.max_pool(x, 3, 1, return_indices=True), x)
-    after = jaxpool.max_pool(x, 3, 1, return_indices=True)
-    jitted = jax.jit(lambda x: jaxpool.max_pool(x, 3, 1, return_indices=True))(x)
+    x, pool = _x((1, 2, 6, 6)), functools.partial(jaxpool.max_pool, kernel=3, strides=1)
+    before = pool(x, return_indices=True)
+    jaxpool.onnx.export(lambda x: pool(x, return_indices=True), x)
+    after = pool(x, return_indices=True)
+    jitted = jax.jit(lambda x: pool(x, return_indices=True))(x)
     for a, b, c in zip(before, after, jitted):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
