@@ -78,8 +78,7 @@ def test_onnx_backend_node_test(case, x64):
     assert len(outputs) == len(expected)
     for actual, want in zip(outputs, expected):
         actual = np.asarray(actual)
-        assert actual.shape == want.shape
-        assert actual.dtype == want.dtype
+        assert (actual.shape, actual.dtype) == (want.shape, want.dtype)
         np.testing.assert_allclose(actual, want, rtol=case.rtol, atol=case.atol)
 
 
@@ -87,23 +86,15 @@ def test_onnx_backend_node_test(case, x64):
 # ONNX Runtime on random nodes.
 # --------------------------------------------------------------------------------------------
 
-_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}
-
 
 def _onnxruntime(node, inputs, opset=22):
-    names = [name for name in node.input if name]
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [
-            helper.make_tensor_value_info(name, _TYPES[value.dtype], list(value.shape))
-            for name, value in zip(names, inputs)
-        ],
-        [
-            helper.make_tensor_value_info(name, TensorProto.INT64 if i else TensorProto.FLOAT, None)
-            for i, name in enumerate(node.output)
-        ],
-    )
+    names, info = [name for name in node.input if name], helper.make_tensor_value_info
+    ins = [
+        info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in zip(names, inputs)
+    ]
+    values_indices = (TensorProto.FLOAT, TensorProto.INT64)
+    outs = [info(n, t, None) for n, t in zip(node.output, values_indices)]
+    graph = helper.make_graph([node], "pool", ins, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -226,16 +217,10 @@ def test_region_nodes_match_onnxruntime(x64):
             "MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=shape, spatial_scale=scale
         )
         _check(node, [x, rois], opset=21)
-        node = helper.make_node(
-            "RoiAlign",
-            ["x", "rois", "batch_indices"],
-            ["y"],
-            output_height=shape[0],
-            output_width=shape[1],
-            spatial_scale=scale,
-            sampling_ratio=i % 3,
-            coordinate_transformation_mode=("half_pixel", "output_half_pixel")[i % 2],
-        )
+        mode = ("half_pixel", "output_half_pixel")[i % 2]
+        attrs = dict(spatial_scale=scale, sampling_ratio=i % 3, coordinate_transformation_mode=mode)
+        attrs.update(output_height=shape[0], output_width=shape[1])
+        node = helper.make_node("RoiAlign", ["x", "rois", "batch_indices"], ["y"], **attrs)
         _check(node, [x, boxes, images.astype(np.int64)], rtol=1e-4, opset=21)
 
 
@@ -243,8 +228,8 @@ def test_roi_align_default_before_opset_16(x64):
     node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=2, output_width=3)
     x = np.random.default_rng(0).standard_normal((1, 2, 6, 7)).astype(np.float32)
     rois = np.array([[0.5, 1.0, 4.0, 5.5], [2.0, 0.0, 2.5, 0.2]], np.float32)
-    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=10)
-    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=21)
+    for opset in (10, 21):
+        _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=opset)
 
 
 def test_max_pool_i32_indices_without_x64():
