@@ -42,12 +42,8 @@ def _read_back(op_type):
         op = jaxpool.onnx.node(self.onnx_node, index_element_type="i32")
         if op_type == "MaxUnpool":
             inputs = (*inputs[:2], np.asarray(inputs[2]))
-        outputs = op(*inputs)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        results = [np.asarray(o) for o in outputs]
-        if len(results) == 2:  # ONNX's Indices are int64
-            results[1] = results[1].astype(np.int64)
-        return tuple(results)
+        values, *indices = [np.asarray(o) for o in jax.tree.leaves(op(*inputs))]
+        return values, *(i.astype(np.int64) for i in indices)  # ONNX's Indices are int64
 
     return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
 
@@ -114,9 +110,10 @@ def _inputs(shape):
 # Tables of cases, each table in both layouts in one model.
 # --------------------------------------------------------------------------------------------
 
+K3S2P1 = dict(kernel=3, strides=2, pads_begin=1, pads_end=1)
 # (NCX shape, attributes, axis)
 MAX_POOL_CASES = [
-    ((2, 3, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil"), 0),
+    ((2, 3, 7, 6), dict(K3S2P1, rounding_type="ceil"), 0),
     ((1, 2, 9), dict(kernel=2, strides=2, pads_begin=1, pads_end=1, dilations=2,
                      rounding_type="ceil_torch"), 2),
     ((1, 2, 4, 5, 3), dict(kernel=2, strides=(2, 1, 1)), 1),
@@ -125,19 +122,16 @@ MAX_POOL_CASES = [
     ((1, 1, 1, 5), dict(kernel=(1, 2), strides=1, auto_pad="valid"), 0),
 ]  # fmt: skip
 AVG_POOL_CASES = [
-    ((1, 2, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
-                        rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil_torch",
-                     divisor_rule="padded_input")),
+    ((1, 2, 7, 6), dict(K3S2P1, exclude_pad=True, rounding_type="ceil")),
+    ((1, 2, 6), dict(K3S2P1, rounding_type="ceil")),
+    ((1, 2, 6), dict(K3S2P1, rounding_type="ceil_torch", divisor_rule="padded_input")),
     ((1, 2, 5, 5), dict(kernel=2, strides=2, rounding_type="ceil")),
     ((1, 1, 5, 5, 4), dict(kernel=2, strides=1, pads_begin=1, dilations=(2, 1, 2))),
     ((1, 2, 7, 6), dict(kernel=(3, 2), strides=2, auto_pad="same_lower")),
 ]  # fmt: skip
 LP_POOL_CASES = [
     ((1, 2, 6, 5), dict(kernel=2, strides=1, p=1)),
-    ((1, 2, 7), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, p=2,
-                     rounding_type="ceil_torch")),
+    ((1, 2, 7), dict(K3S2P1, p=2, rounding_type="ceil_torch")),
     ((1, 1, 7, 6), dict(kernel=2, strides=1, dilations=2, p=3)),
     ((1, 2, 4, 4), dict(kernel=2, p=2.0)),
 ]  # fmt: skip
@@ -253,16 +247,10 @@ def case(id, fn, *args, rtol=0.0, nodes=None):
     return pytest.param(fn, args, rtol, nodes, id=id)
 
 
-def _max(x):
-    return jaxpool.max_pool(x, 2, 1, 0, 1, return_indices=True)
-
-
-def _avg(x):
-    return jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)
-
-
 X6, X75 = _x((1, 2, 6, 6)), _infinite((1, 2, 7, 5), (0, 0, 0, 0), (0, 1, 6, 4))
 MIN_X = np.random.default_rng(0).permutation(2 * 3 * 6 * 5 * 2).reshape(2, 3, 6, 5, 2)
+MAX = functools.partial(jaxpool.max_pool, kernel=2, strides=1, pads_end=1, return_indices=True)
+AVG = functools.partial(jaxpool.avg_pool, kernel=2, strides=1, pads_begin=1, exclude_pad=True)
 MIN_POOL = functools.partial(jaxpool.min_pool, kernel=(2, 2), strides=1, data_format="NXC")
 WIDENED = "(Cast )+MaxPool( Cast)+"  # pooled in float32 or float64 (exact Casts)
 CASES = [
@@ -270,10 +258,10 @@ CASES = [
          nodes="MaxPool"),
     case("max_pool-ties-infinities", lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
          _ties_and_infinities()),
-    *(case(f"max_pool-{dtype}", *_typed(_max, dtype, (1, 2, 5, 5), extremes=True), nodes=nodes)
+    *(case(f"max_pool-{dtype}", *_typed(MAX, dtype, (1, 2, 5, 5), extremes=True), nodes=nodes)
       for dtype, nodes in [("int8", "MaxPool Cast"), ("uint8", "MaxPool Cast"), ("int16", WIDENED),
                            ("int32", WIDENED), ("float16", "MaxPool Cast"), ("bfloat16", WIDENED)]),
-    *(case(f"avg_pool-{dtype}", *_typed(_avg, dtype, (1, 2, 6, 5), seed=3), rtol=rtol)
+    *(case(f"avg_pool-{dtype}", *_typed(AVG, dtype, (1, 2, 6, 5), seed=3), rtol=rtol)
       for dtype, rtol in [("float16", 1e-3), ("bfloat16", 1e-2), ("int8", 0), ("uint8", 0)]),
     # halves: 1.5, 3.5, -1.5, 5.5, rounded to even
     case("avg_pool-int8-ties", lambda x: jaxpool.avg_pool(x, 2),
