@@ -125,6 +125,8 @@ ROWS = [
       for name, xml_or_type, attrs, error, match in BUILD),
     *(row(f"layer-{name}", jov.layer, type_name, {**K, attribute: value}, error=V, match=match)
       for name, type_name, attribute, value, match in WITH_K),
+    row("layer-index_element_type-AvgPool", jov.layer, "AvgPool-1", K, index_element_type="i32",
+        error=V, match=r"`index_element_type`.*AvgPool-1"),
     # A built layer, called.
     row("layer-call-kernel-wrong-length", layer_call, ("MaxPool", dict(K, kernel="2,2,2")),
         X4, error=V, match=r"`kernel` \(=\(2, 2, 2\)\) must have one entry per spatial axis"),

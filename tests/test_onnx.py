@@ -73,10 +73,8 @@ def test_onnx_backend_node_test(case, x64):
     inputs, expected = case.data_sets[0]
     node = case.model.graph.node[0]
     (opset,) = (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
-    outputs = jaxpool.onnx.node(node, opset=opset)(*inputs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    assert len(outputs) == len(expected)
-    for actual, want in zip(outputs, expected):
+    outputs = jax.tree.leaves(jaxpool.onnx.node(node, opset=opset)(*inputs))
+    for actual, want in zip(outputs, expected, strict=True):
         actual = np.asarray(actual)
         assert (actual.shape, actual.dtype) == (want.shape, want.dtype)
         np.testing.assert_allclose(actual, want, rtol=case.rtol, atol=case.atol)
@@ -107,9 +105,7 @@ def _onnxruntime(node, inputs, opset=22):
 def _check(node, inputs, rtol=2e-5, atol=1e-5, index_element_type=None, opset=22):
     expected = _onnxruntime(node, inputs, opset)
     actual = jaxpool.onnx.node(node, index_element_type=index_element_type, opset=opset)(*inputs)
-    actual = actual if isinstance(actual, tuple) else (actual,)
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
+    for a, e in zip(jax.tree.leaves(actual), expected, strict=True):
         a = np.asarray(a)
         assert a.shape == e.shape, (node, a.shape, e.shape)
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=str(node))
