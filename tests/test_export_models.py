@@ -1,11 +1,8 @@
 """Whole models built from jaxpool's layers, exported with ``jaxpool.onnx.export`` and run in
 ONNX Runtime and in OpenVINO (its ONNX frontend), which must give the model's outputs.
 
-The models are small and randomly initialised: a Flax NNX and an Equinox classifier (a
-convolution, max pooling with indices, unpooling at those indices, a convolution, adaptive
-average pooling, a dense head) and an ROI head (``roi_align`` of boxes on a feature map, then a
-dense layer).  OpenVINO computes in float32 (``INFERENCE_PRECISION_HINT``): a CPU with bfloat16
-would otherwise compute in bfloat16.
+The models are small and randomly initialised.  OpenVINO computes in float32
+(``INFERENCE_PRECISION_HINT``): a CPU with bfloat16 would otherwise compute in bfloat16.
 """
 
 from __future__ import annotations

@@ -156,13 +156,8 @@ def _in_one_model(table, pool, rtol=0.0, ties=False):
     model and round-tripped: ``pool(x, data_format, *rest)`` for each; ``ties`` rounds the
     inputs to halves."""
     inputs = [np.round(a * 2) / 2 if ties else a for row in table for a in _inputs(row[0])]
-
-    def fn(*xs):
-        return [
-            pool(x, fmt, *row[1:])
-            for x, (row, fmt) in zip(xs, ((r, f) for r in table for f in ("NCX", "NXC")))
-        ]
-
+    calls = [(row, data_format) for row in table for data_format in ("NCX", "NXC")]
+    fn = lambda *xs: [pool(x, f, *row[1:]) for x, (row, f) in zip(xs, calls)]  # noqa: E731
     return roundtrip(fn, *inputs, rtol=rtol)
 
 

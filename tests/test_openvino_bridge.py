@@ -313,10 +313,8 @@ def test_type_name_and_xml_agree():
     assert jov.layer(element) == from_name
     assert "jaxpool.max_pool(kernel=(3, 2)" in repr(from_name)
     x = rand((1, 2, 6, 7))
-    y, i = jax.jit(from_name)(x)
-    ref_y, ref_i = jaxpool.max_pool(x, **kwargs)
-    np.testing.assert_array_equal(y, ref_y)
-    np.testing.assert_array_equal(i, ref_i)
+    for got, want in zip(jax.jit(from_name)(x), jaxpool.max_pool(x, **kwargs), strict=True):
+        np.testing.assert_array_equal(got, want)
     # MaxPool-1 returns values only.
     y1 = jov.layer("MaxPool-1", {k: attrs[k] for k in ("kernel", "strides")})(x)
     assert isinstance(y1, jax.Array)
@@ -367,19 +365,18 @@ def test_maxpool8_spec_examples(example):
     for at, value, index in MAXPOOL8_ERRATA.get(example, []):
         values[at], indices[at] = value, index
     attrs = dict(attrs, index_element_type="i32")
-    y, i = jov.layer("MaxPool-8", attrs)(x)
-    np.testing.assert_array_equal(y, values)
-    np.testing.assert_array_equal(i, indices)
+    for got, want in zip(jov.layer("MaxPool-8", attrs)(x), (values, indices), strict=True):
+        np.testing.assert_array_equal(got, want)
     kwargs = {k: [int(n) for n in v.split(",")] if k in INT_LISTS else v for k, v in attrs.items()}
     kwargs["axis"] = int(attrs.get("axis", 0))
-    ref_y, ref_i = oracle.max_pool(x, **kwargs, opset=8)
-    np.testing.assert_array_equal(values, ref_y)
-    np.testing.assert_array_equal(indices, ref_i)
+    for want, runtime in zip((values, indices), oracle.max_pool(x, **kwargs, opset=8), strict=True):
+        np.testing.assert_array_equal(want, runtime)
 
 
 # The XML examples of the AdaptiveMaxPool-8 and AdaptiveAvgPool-8 specifications, verbatim but
 # for the whitespace between elements ("..." stands for the attributes a real IR writes).
-ADAPTIVE_MAX_SPEC_XML = """
+ADAPTIVE_SPEC_XML = {
+    "AdaptiveMaxPool-8": """
 <layer ... type="AdaptiveMaxPool" ... >
     <data output_type="i64"/>
     <input><port id="0"><dim>1</dim><dim>3</dim><dim>32</dim><dim>32</dim></port></input>
@@ -389,8 +386,8 @@ ADAPTIVE_MAX_SPEC_XML = """
         <port id="2"><dim>1</dim><dim>3</dim><dim>16</dim><dim>16</dim></port>
     </output>
 </layer>
-"""
-ADAPTIVE_AVG_SPEC_XML = """
+""",
+    "AdaptiveAvgPool-8": """
 <layer ... type="AdaptiveAvgPool" ... >
     <data output_type="i64"/>
     <input><port id="0"><dim>1</dim><dim>3</dim><dim>32</dim><dim>32</dim></port></input>
@@ -399,14 +396,11 @@ ADAPTIVE_AVG_SPEC_XML = """
         <port id="2"><dim>1</dim><dim>3</dim><dim>16</dim><dim>16</dim></port>
     </output>
 </layer>
-"""
+""",
+}
 
 
-@pytest.mark.parametrize(
-    "spec_xml",
-    [ADAPTIVE_MAX_SPEC_XML, ADAPTIVE_AVG_SPEC_XML],
-    ids=["AdaptiveMaxPool-8", "AdaptiveAvgPool-8"],
-)
+@pytest.mark.parametrize("spec_xml", ADAPTIVE_SPEC_XML.values(), ids=ADAPTIVE_SPEC_XML.keys())
 def test_adaptive_spec_xml_examples(spec_xml):
     with pytest.raises(ValueError, match=r"not well-formed XML"):
         jov.layer(spec_xml)
