@@ -31,8 +31,7 @@ BUILD = [
     # The layer: its type, version and XML.
     ("unknown-type", "FooPool", K, V, names("xml_or_type", "FooPool")),
     ("type-MaxPooling", "MaxPooling", None, V, r"layer type 'MaxPooling'.*'MaxPool'"),
-    ("type-lowercase", "maxpool", None, V, r"layer type 'maxpool'"),
-    ("type-Convolution", "Convolution", None, V, r"layer type 'Convolution'"),
+    *((f"type-{t}", t, None, V, rf"layer type '{t}'") for t in ("maxpool", "Convolution")),
     ("type-not-a-name", "MaxPool_8", K, V, r"`xml_or_type` \(='MaxPool_8'\) must be a type name"),
     ("type-int", 8, None, T, r"`xml_or_type` must be <layer> XML text or a type name"),
     ("version-3", "MaxPool-3", K, V, names("xml_or_type", "MaxPool-3")),

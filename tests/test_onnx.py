@@ -203,8 +203,7 @@ def test_region_nodes_match_onnxruntime(x64):
     for i in range(6):
         x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
         corner = rng.uniform(-2, 10, (4, 2))
-        boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1)
-        boxes = boxes.astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1).astype(np.float32)
         scale = float(rng.choice([1.0, 0.5, 0.25]))
         shape = [int(v) for v in rng.integers(1, 4, 2)]
         images = rng.integers(0, 2, 4)
