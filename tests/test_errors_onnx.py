@@ -12,17 +12,12 @@ import jaxpool.onnx
 
 
 @functools.wraps(jaxpool.onnx.node)
-def node(op_type, domain="", outputs=("y",), options=None, **attributes):
+def node(op_type, domain="", outputs=("y",), options=None, call=(), **attributes):
     """``jaxpool.onnx.node(..., **options)`` of an ``op_type`` node from ``x`` to ``outputs``
-    with ``attributes``."""
+    with ``attributes``; called on ``call`` where given."""
     proto = helper.make_node(op_type, ["x"], list(outputs), domain=domain, **attributes)
-    return jaxpool.onnx.node(proto, **(options or {}))
-
-
-@functools.wraps(jaxpool.onnx.node)
-def node_called(op_type, x, **attributes):
-    """The bound ``op_type`` node, called on ``x``."""
-    return node(op_type, **attributes)(x)
+    bound = jaxpool.onnx.node(proto, **(options or {}))
+    return bound(*call) if call else bound
 
 
 # fmt: off
@@ -49,9 +44,9 @@ ROWS = [
     row("onnx.node-opset", node, "MaxPool", kernel_shape=[2], options={"opset": 0}, error=V,
         match=r"`opset` \(=0\)"),
     # ONNX's indices are int64: without jax_enable_x64 they need index_element_type="i32"
-    row("onnx.node-indices-without-x64", node_called, "MaxPool", X1, outputs=("y", "i"),
+    row("onnx.node-indices-without-x64", node, "MaxPool", call=(X1,), outputs=("y", "i"),
         kernel_shape=[2], strides=[2], error=V, match=r"`index_element_type='i32'`"),
-    row("onnx.node-x-strings", node_called, "MaxPool", S_X, kernel_shape=[2, 2], error=T,
+    row("onnx.node-x-strings", node, "MaxPool", call=(S_X,), kernel_shape=[2, 2], error=T,
         match=non_numeric("x")),
 ]
 # fmt: on

@@ -19,15 +19,10 @@ MAX, DATA = '<layer type="MaxPool" version="{}">', '<data kernel="2" strides="1"
 
 
 @functools.wraps(jov.layer)
-def layer_call(args, *inputs):
-    """Builds ``openvino.layer(*args)`` and calls it on ``inputs``."""
-    return jov.layer(*args)(*inputs)
-
-
-@functools.wraps(jov.layer)
-def layer_traced(args, *inputs):
-    """Builds ``openvino.layer(*args)`` and calls it under jit, every input traced."""
-    return jax.jit(jov.layer(*args))(*inputs)
+def layer_call(args, *inputs, jit=False):
+    """Builds ``openvino.layer(*args)`` and calls it on ``inputs`` (``jit``: every one traced)."""
+    layer = jov.layer(*args)
+    return (jax.jit(layer) if jit else layer)(*inputs)
 
 
 # fmt: off
@@ -36,8 +31,7 @@ BUILD = [
     # The layer: its type, version and XML.
     ("unknown-type", "FooPool", K, V, names("xml_or_type", "FooPool")),
     ("type-MaxPooling", "MaxPooling", None, V, r"layer type 'MaxPooling'.*'MaxPool'"),
-    ("type-lowercase", "maxpool", None, V, r"layer type 'maxpool'"),
-    ("type-Convolution", "Convolution", None, V, r"layer type 'Convolution'"),
+    *((f"type-{t}", t, None, V, rf"layer type '{t}'") for t in ("maxpool", "Convolution")),
     ("type-not-a-name", "MaxPool_8", K, V, r"`xml_or_type` \(='MaxPool_8'\) must be a type name"),
     ("type-int", 8, None, T, r"`xml_or_type` must be <layer> XML text or a type name"),
     ("version-3", "MaxPool-3", K, V, names("xml_or_type", "MaxPool-3")),
@@ -48,9 +42,8 @@ BUILD = [
     ("xml-malformed", "<layer type='MaxPool' version='opset8'><data", None, V,
      names("xml_or_type", "<layer")),
     ("xml-not-well-formed", '<layer ... type="MaxPool" ... >', None, V, r"not well-formed XML"),
-    ("xml-opset0", MAX.format("opset0") + DATA, None, V, r"`version` \(='opset0'\).*unknown opset"),
-    ("xml-opset17", MAX.format("opset17") + DATA, None, V,
-     r"`version` \(='opset17'\).*unknown opset"),
+    *((f"xml-{v}", MAX.format(v) + DATA, None, V, rf"`version` \(='{v}'\).*unknown opset")
+      for v in ("opset0", "opset17")),
     ("xml-version-experimental", MAX.format("experimental") + "</layer>", None, V,
      r"`version` \(='experimental'\).*must be 'opsetN'"),
     ("xml-version-predates-type", '<layer type="AdaptiveAvgPool" version="opset7"/>', None, V,
@@ -101,9 +94,8 @@ WITH_K = [
     ("data_format", "MaxPool-1", "data_format", "NCX", r"`data_format` is not an attribute"),
     ("kernel-spaces", "MaxPool", "kernel", "2 2",
      r"`kernel` \(='2 2'\) must be comma-separated integers"),
-    ("kernel-empty-entry", "MaxPool", "kernel", "2,,2", r"`kernel` \(='2,,2'\)"),
-    ("kernel-float", "MaxPool", "kernel", "2.0, 2", r"`kernel` \(='2.0, 2'\)"),
-    ("kernel-empty", "MaxPool", "kernel", "", r"`kernel` \(=''\)"),
+    *((f"kernel-{name}", "MaxPool", "kernel", value, rf"`kernel` \(='{value}'\)")
+      for name, value in [("empty-entry", "2,,2"), ("float", "2.0, 2"), ("empty", "")]),
     ("kernel-zero", "MaxPool", "kernel", "0, 2", r"`kernel` \(='0, 2'\) must be positive"),
     ("strides-zero", "MaxPool", "strides", "1, 0", r"`strides` \(='1, 0'\) must be positive"),
     ("pads_begin-negative", "MaxPool", "pads_begin", "-1, 0",
@@ -132,6 +124,8 @@ ROWS = [
       for name, xml_or_type, attrs, error, match in BUILD),
     *(row(f"layer-{name}", jov.layer, type_name, {**K, attribute: value}, error=V, match=match)
       for name, type_name, attribute, value, match in WITH_K),
+    row("layer-index_element_type-AvgPool", jov.layer, "AvgPool-1", K, index_element_type="i32",
+        error=V, match=r"`index_element_type`.*AvgPool-1"),
     # A built layer, called.
     row("layer-call-kernel-wrong-length", layer_call, ("MaxPool", dict(K, kernel="2,2,2")),
         X4, error=V, match=r"`kernel` \(=\(2, 2, 2\)\) must have one entry per spatial axis"),
@@ -148,8 +142,8 @@ ROWS = [
         match=r"AdaptiveMaxPool-8 takes 2 input\(s\) \(`x` and `output_size`\), got 1"),
     row("layer-call-output_size-2d", layer_call, ("AdaptiveAvgPool",), X1, np.array([[2, 2]]),
         error=V, match=r"`output_size` of AdaptiveAvgPool-8 must be a 1-D"),
-    row("layer-call-output_size-traced", layer_traced, ("AdaptiveAvgPool",), X4, np.array([2, 2]),
-        error=T, match=r"`output_size`"),
+    row("layer-call-output_size-traced", layer_call, ("AdaptiveAvgPool",), X4, np.array([2, 2]),
+        jit=True, error=T, match=r"`output_size`"),
 ]
 # fmt: on
 

@@ -73,13 +73,10 @@ def test_onnx_backend_node_test(case, x64):
     inputs, expected = case.data_sets[0]
     node = case.model.graph.node[0]
     (opset,) = (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
-    outputs = jaxpool.onnx.node(node, opset=opset)(*inputs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    assert len(outputs) == len(expected)
-    for actual, want in zip(outputs, expected):
+    outputs = jax.tree.leaves(jaxpool.onnx.node(node, opset=opset)(*inputs))
+    for actual, want in zip(outputs, expected, strict=True):
         actual = np.asarray(actual)
-        assert actual.shape == want.shape
-        assert actual.dtype == want.dtype
+        assert (actual.shape, actual.dtype) == (want.shape, want.dtype)
         np.testing.assert_allclose(actual, want, rtol=case.rtol, atol=case.atol)
 
 
@@ -87,23 +84,15 @@ def test_onnx_backend_node_test(case, x64):
 # ONNX Runtime on random nodes.
 # --------------------------------------------------------------------------------------------
 
-_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}
-
 
 def _onnxruntime(node, inputs, opset=22):
-    names = [name for name in node.input if name]
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [
-            helper.make_tensor_value_info(name, _TYPES[value.dtype], list(value.shape))
-            for name, value in zip(names, inputs)
-        ],
-        [
-            helper.make_tensor_value_info(name, TensorProto.INT64 if i else TensorProto.FLOAT, None)
-            for i, name in enumerate(node.output)
-        ],
-    )
+    names, info = [name for name in node.input if name], helper.make_tensor_value_info
+    ins = [
+        info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in zip(names, inputs)
+    ]
+    values_indices = (TensorProto.FLOAT, TensorProto.INT64)
+    outs = [info(n, t, None) for n, t in zip(node.output, values_indices)]
+    graph = helper.make_graph([node], "pool", ins, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -116,9 +105,7 @@ def _onnxruntime(node, inputs, opset=22):
 def _check(node, inputs, rtol=2e-5, atol=1e-5, index_element_type=None, opset=22):
     expected = _onnxruntime(node, inputs, opset)
     actual = jaxpool.onnx.node(node, index_element_type=index_element_type, opset=opset)(*inputs)
-    actual = actual if isinstance(actual, tuple) else (actual,)
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
+    for a, e in zip(jax.tree.leaves(actual), expected, strict=True):
         a = np.asarray(a)
         assert a.shape == e.shape, (node, a.shape, e.shape)
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=str(node))
@@ -216,8 +203,7 @@ def test_region_nodes_match_onnxruntime(x64):
     for i in range(6):
         x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
         corner = rng.uniform(-2, 10, (4, 2))
-        boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1)
-        boxes = boxes.astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.uniform(-1, 8, (4, 2))], 1).astype(np.float32)
         scale = float(rng.choice([1.0, 0.5, 0.25]))
         shape = [int(v) for v in rng.integers(1, 4, 2)]
         images = rng.integers(0, 2, 4)
@@ -226,16 +212,10 @@ def test_region_nodes_match_onnxruntime(x64):
             "MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=shape, spatial_scale=scale
         )
         _check(node, [x, rois], opset=21)
-        node = helper.make_node(
-            "RoiAlign",
-            ["x", "rois", "batch_indices"],
-            ["y"],
-            output_height=shape[0],
-            output_width=shape[1],
-            spatial_scale=scale,
-            sampling_ratio=i % 3,
-            coordinate_transformation_mode=("half_pixel", "output_half_pixel")[i % 2],
-        )
+        mode = ("half_pixel", "output_half_pixel")[i % 2]
+        attrs = dict(spatial_scale=scale, sampling_ratio=i % 3, coordinate_transformation_mode=mode)
+        attrs.update(output_height=shape[0], output_width=shape[1])
+        node = helper.make_node("RoiAlign", ["x", "rois", "batch_indices"], ["y"], **attrs)
         _check(node, [x, boxes, images.astype(np.int64)], rtol=1e-4, opset=21)
 
 
@@ -243,8 +223,8 @@ def test_roi_align_default_before_opset_16(x64):
     node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=2, output_width=3)
     x = np.random.default_rng(0).standard_normal((1, 2, 6, 7)).astype(np.float32)
     rois = np.array([[0.5, 1.0, 4.0, 5.5], [2.0, 0.0, 2.5, 0.2]], np.float32)
-    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=10)
-    _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=21)
+    for opset in (10, 21):
+        _check(node, [x, rois, np.zeros(2, np.int64)], rtol=1e-4, opset=opset)
 
 
 def test_max_pool_i32_indices_without_x64():

@@ -42,12 +42,8 @@ def _read_back(op_type):
         op = jaxpool.onnx.node(self.onnx_node, index_element_type="i32")
         if op_type == "MaxUnpool":
             inputs = (*inputs[:2], np.asarray(inputs[2]))
-        outputs = op(*inputs)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        results = [np.asarray(o) for o in outputs]
-        if len(results) == 2:  # ONNX's Indices are int64
-            results[1] = results[1].astype(np.int64)
-        return tuple(results)
+        values, *indices = [np.asarray(o) for o in jax.tree.leaves(op(*inputs))]
+        return values, *(i.astype(np.int64) for i in indices)  # ONNX's Indices are int64
 
     return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
 
@@ -114,9 +110,10 @@ def _inputs(shape):
 # Tables of cases, each table in both layouts in one model.
 # --------------------------------------------------------------------------------------------
 
+K3S2P1 = dict(kernel=3, strides=2, pads_begin=1, pads_end=1)
 # (NCX shape, attributes, axis)
 MAX_POOL_CASES = [
-    ((2, 3, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil"), 0),
+    ((2, 3, 7, 6), dict(K3S2P1, rounding_type="ceil"), 0),
     ((1, 2, 9), dict(kernel=2, strides=2, pads_begin=1, pads_end=1, dilations=2,
                      rounding_type="ceil_torch"), 2),
     ((1, 2, 4, 5, 3), dict(kernel=2, strides=(2, 1, 1)), 1),
@@ -125,19 +122,16 @@ MAX_POOL_CASES = [
     ((1, 1, 1, 5), dict(kernel=(1, 2), strides=1, auto_pad="valid"), 0),
 ]  # fmt: skip
 AVG_POOL_CASES = [
-    ((1, 2, 7, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, exclude_pad=True,
-                        rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil")),
-    ((1, 2, 6), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, rounding_type="ceil_torch",
-                     divisor_rule="padded_input")),
+    ((1, 2, 7, 6), dict(K3S2P1, exclude_pad=True, rounding_type="ceil")),
+    ((1, 2, 6), dict(K3S2P1, rounding_type="ceil")),
+    ((1, 2, 6), dict(K3S2P1, rounding_type="ceil_torch", divisor_rule="padded_input")),
     ((1, 2, 5, 5), dict(kernel=2, strides=2, rounding_type="ceil")),
     ((1, 1, 5, 5, 4), dict(kernel=2, strides=1, pads_begin=1, dilations=(2, 1, 2))),
     ((1, 2, 7, 6), dict(kernel=(3, 2), strides=2, auto_pad="same_lower")),
 ]  # fmt: skip
 LP_POOL_CASES = [
     ((1, 2, 6, 5), dict(kernel=2, strides=1, p=1)),
-    ((1, 2, 7), dict(kernel=3, strides=2, pads_begin=1, pads_end=1, p=2,
-                     rounding_type="ceil_torch")),
+    ((1, 2, 7), dict(K3S2P1, p=2, rounding_type="ceil_torch")),
     ((1, 1, 7, 6), dict(kernel=2, strides=1, dilations=2, p=3)),
     ((1, 2, 4, 4), dict(kernel=2, p=2.0)),
 ]  # fmt: skip
@@ -162,30 +156,25 @@ def _in_one_model(table, pool, rtol=0.0, ties=False):
     model and round-tripped: ``pool(x, data_format, *rest)`` for each; ``ties`` rounds the
     inputs to halves."""
     inputs = [np.round(a * 2) / 2 if ties else a for row in table for a in _inputs(row[0])]
-
-    def fn(*xs):
-        return [
-            pool(x, fmt, *row[1:])
-            for x, (row, fmt) in zip(xs, ((r, f) for r in table for f in ("NCX", "NXC")))
-        ]
-
+    calls = [(row, data_format) for row in table for data_format in ("NCX", "NXC")]
+    fn = lambda *xs: [pool(x, f, *row[1:]) for x, (row, f) in zip(xs, calls)]  # noqa: E731
     return roundtrip(fn, *inputs, rtol=rtol)
 
 
 # (node, table, pool(x, data_format, *rest), rtol)
-WINDOW_TABLES = [
+NODE_TABLES = [
     ("MaxPool", MAX_POOL_CASES, lambda x, f, attrs, axis: jaxpool.max_pool(
         x, **attrs, data_format=f, return_indices=True, axis=axis), 0.0),
     ("AveragePool", AVG_POOL_CASES,
      lambda x, f, attrs: jaxpool.avg_pool(x, **attrs, data_format=f), 1e-6),
     ("LpPool", LP_POOL_CASES, lambda x, f, attrs: jaxpool.lp_pool(x, **attrs, data_format=f), 1e-5),
+    ("MaxRoiPool", [((2, 3, 8, 9),)],
+     lambda x, f: jaxpool.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9, data_format=f), 0.0),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "node, table, pool, rtol", WINDOW_TABLES, ids=[r[0] for r in WINDOW_TABLES]
-)
-def test_window_pools(node, table, pool, rtol):
+@pytest.mark.parametrize("node, table, pool, rtol", NODE_TABLES, ids=[r[0] for r in NODE_TABLES])
+def test_pools_in_both_layouts(node, table, pool, rtol):
     types = _in_one_model(table, pool, rtol)
     assert types.count(node) == 2 * len(table)
     # each NXC case: its input into NCX, and every output back (MaxPool's indices too)
@@ -203,13 +192,6 @@ def test_adaptive_pools():
     _in_one_model(ADAPTIVE_CASES, pool, rtol=1e-6, ties=True)
 
 
-def test_roi_pool():
-    def pool(x, data_format):
-        return jaxpool.roi_pool(x, ROIS, (2, 3), spatial_scale=0.9, data_format=data_format)
-
-    assert _in_one_model([((2, 3, 8, 9),)], pool).count("MaxRoiPool") == 2
-
-
 def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
     fn = lambda x: jaxpool.avg_pool(x, 3, 2, 1, 1, rounding_type="ceil")  # noqa: E731
     model = jaxpool.onnx.export(fn, _x((1, 1, 6)))
@@ -224,24 +206,17 @@ def test_avg_pool_grows_end_pads_for_the_whole_kernel_divisor():
 # --------------------------------------------------------------------------------------------
 
 
-def _in_bfloat16(pool):
-    """``pool`` of a bfloat16 input, for a model ONNX Runtime's Python API can feed (it takes no
-    bfloat16 arrays): float32 in and out."""
-
-    def fn(x):
-        out = pool(x.astype(jnp.bfloat16))
-        if isinstance(out, tuple):
-            return out[0].astype(jnp.float32), *out[1:]
-        return out.astype(jnp.float32)
-
-    return fn
-
-
 def _typed(pool, dtype, shape, seed=0, extremes=False):
     """``pool`` and an input of ``dtype`` (``extremes``: an integer type's least and largest
-    values in it)."""
+    values in it).  A bfloat16 model takes and gives float32, which ONNX Runtime's Python API
+    can feed (it takes no bfloat16 arrays)."""
     if dtype == "bfloat16":
-        return _in_bfloat16(pool), _x(shape, seed=seed)
+
+        def fn(x):
+            values, *indices = jax.tree.leaves(pool(x.astype(jnp.bfloat16)))
+            return values.astype(jnp.float32), *indices
+
+        return fn, _x(shape, seed=seed)
     x = _x(shape, dtype, seed=seed)
     if extremes and np.dtype(dtype).kind in "iu":
         x[0, 0, 0, 0], x[0, 1, -1, -1] = np.iinfo(dtype).min, np.iinfo(dtype).max
@@ -263,21 +238,14 @@ def _ties_and_infinities():
 
 
 def case(id, fn, *args, rtol=0.0, nodes=None):
-    """``fn(*args)`` round-tripped; ``nodes``: a regex the model's node types (joined by
-    spaces) match in full."""
+    """``fn(*args)`` round-tripped (``nodes``: as :func:`roundtrip`'s)."""
     return pytest.param(fn, args, rtol, nodes, id=id)
-
-
-def _max(x):
-    return jaxpool.max_pool(x, 2, 1, 0, 1, return_indices=True)
-
-
-def _avg(x):
-    return jaxpool.avg_pool(x, 2, 1, 1, 0, exclude_pad=True)
 
 
 X6, X75 = _x((1, 2, 6, 6)), _infinite((1, 2, 7, 5), (0, 0, 0, 0), (0, 1, 6, 4))
 MIN_X = np.random.default_rng(0).permutation(2 * 3 * 6 * 5 * 2).reshape(2, 3, 6, 5, 2)
+MAX = functools.partial(jaxpool.max_pool, kernel=2, strides=1, pads_end=1, return_indices=True)
+AVG = functools.partial(jaxpool.avg_pool, kernel=2, strides=1, pads_begin=1, exclude_pad=True)
 MIN_POOL = functools.partial(jaxpool.min_pool, kernel=(2, 2), strides=1, data_format="NXC")
 WIDENED = "(Cast )+MaxPool( Cast)+"  # pooled in float32 or float64 (exact Casts)
 CASES = [
@@ -285,10 +253,10 @@ CASES = [
          nodes="MaxPool"),
     case("max_pool-ties-infinities", lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
          _ties_and_infinities()),
-    *(case(f"max_pool-{dtype}", *_typed(_max, dtype, (1, 2, 5, 5), extremes=True), nodes=nodes)
+    *(case(f"max_pool-{dtype}", *_typed(MAX, dtype, (1, 2, 5, 5), extremes=True), nodes=nodes)
       for dtype, nodes in [("int8", "MaxPool Cast"), ("uint8", "MaxPool Cast"), ("int16", WIDENED),
                            ("int32", WIDENED), ("float16", "MaxPool Cast"), ("bfloat16", WIDENED)]),
-    *(case(f"avg_pool-{dtype}", *_typed(_avg, dtype, (1, 2, 6, 5), seed=3), rtol=rtol)
+    *(case(f"avg_pool-{dtype}", *_typed(AVG, dtype, (1, 2, 6, 5), seed=3), rtol=rtol)
       for dtype, rtol in [("float16", 1e-3), ("bfloat16", 1e-2), ("int8", 0), ("uint8", 0)]),
     # halves: 1.5, 3.5, -1.5, 5.5, rounded to even
     case("avg_pool-int8-ties", lambda x: jaxpool.avg_pool(x, 2),
@@ -355,32 +323,21 @@ def test_max_unpool():
     assert types.count("MaxUnpool") == 6 and types.count("ScatterElements") == 7
 
 
-# (sampling_ratio, aligned_mode, data_format); adaptive sampling (sampling_ratio=0) traces
-# several programs: one case of it.
+# Adaptive sampling (sampling_ratio=0) traces several programs: one case of it.
 ROI_ALIGN_CASES = [
-    (0, "asymmetric", "NCX"),
-    (2, "asymmetric", "NXC"),
-    (2, "half_pixel_for_nn", "NCX"),
-    (2, "half_pixel", "NCX"),
-    (3, "half_pixel", "NXC"),
+    dict(sampling_ratio=0, aligned_mode="asymmetric", data_format="NCX"),
+    dict(sampling_ratio=2, aligned_mode="asymmetric", data_format="NXC"),
+    dict(sampling_ratio=2, aligned_mode="half_pixel_for_nn", data_format="NCX"),
+    dict(sampling_ratio=2, aligned_mode="half_pixel", data_format="NCX"),
+    dict(sampling_ratio=3, aligned_mode="half_pixel", data_format="NXC"),
 ]
 
 
 def test_roi_align():
     def fn(x, x_nxc, rois, batch_indices):
-        return [
-            jaxpool.roi_align(
-                x if data_format == "NCX" else x_nxc,
-                rois,
-                batch_indices,
-                (3, 2),
-                spatial_scale=0.8,
-                sampling_ratio=sampling_ratio,
-                aligned_mode=aligned_mode,
-                data_format=data_format,
-            )
-            for sampling_ratio, aligned_mode, data_format in ROI_ALIGN_CASES
-        ]
+        maps = {"NCX": x, "NXC": x_nxc}
+        align = functools.partial(jaxpool.roi_align, output_size=(3, 2), spatial_scale=0.8)
+        return [align(maps[c["data_format"]], rois, batch_indices, **c) for c in ROI_ALIGN_CASES]
 
     args = (*_inputs((2, 3, 8, 9)), ROIS[:, 1:], ROIS[:, 0].astype(np.int32))
     assert roundtrip(fn, *args, rtol=1e-5).count("RoiAlign") == len(ROI_ALIGN_CASES)
@@ -470,11 +427,11 @@ def test_plain_jax2onnx_after_register_export(tmp_path):
 
 
 def test_the_ops_run_as_before_after_an_export():
-    x = _x((1, 2, 6, 6))
-    before = jaxpool.max_pool(x, 3, 1, return_indices=True)
-    jaxpool.onnx.export(lambda x: jaxpool.max_pool(x, 3, 1, return_indices=True), x)
-    after = jaxpool.max_pool(x, 3, 1, return_indices=True)
-    jitted = jax.jit(lambda x: jaxpool.max_pool(x, 3, 1, return_indices=True))(x)
+    x, pool = _x((1, 2, 6, 6)), functools.partial(jaxpool.max_pool, kernel=3, strides=1)
+    before = pool(x, return_indices=True)
+    jaxpool.onnx.export(lambda x: pool(x, return_indices=True), x)
+    after = pool(x, return_indices=True)
+    jitted = jax.jit(lambda x: pool(x, return_indices=True))(x)
     for a, b, c in zip(before, after, jitted):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
