@@ -628,29 +628,23 @@ def _deformable(x, r, b, offsets=True, data_format="NCX"):
     )
 
 
-# Each ROI function of (NCX x of 8 channels, boxes [R, 4], batch indices [R]) and its output's
-# shape but the box count.
+# Each ROI function of (NCX x of 8 channels, boxes [R, 4], batch indices [R]).
 # fmt: off
 EMPTY_CALLS = {
-    "roi_align": (lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)), (8, 3, 2)),
-    "roi_align_max": (lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"), (8, 2, 2)),
-    "roi_align_nxc": (lambda x, r, b: jaxpool.roi_align(_nxc(x), r, b, 2, data_format="NXC"),
-                      (2, 2, 8)),
-    "roi_align_rotated": (lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
-                          (8, 3, 3)),
-    "roi_pool": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2), (8, 2, 2)),
-    "roi_pool_bilinear": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
-                          (8, 2, 2)),
-    "psroi_align": (lambda x, r, b: jaxpool.psroi_align(x, r, b, 2), (2, 2, 2)),
-    "psroi_align_nxc": (lambda x, r, b: jaxpool.psroi_align(_nxc(x), r, b, 2, data_format="NXC"),
-                        (2, 2, 2)),
-    "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), (2, 2, 2)),
-    "psroi_pool_bilinear": (lambda x, r, b: jaxpool.psroi_pool(
-        x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2), (2, 2, 2)),
-    "deformable_psroi_pool": (_deformable, (2, 2, 2)),
-    "deformable_psroi_pool_nxc": (lambda x, r, b: _deformable(_nxc(x), r, b, data_format="NXC"),
-                                  (2, 2, 2)),
-    "deformable_psroi_pool_no_offsets": (lambda x, r, b: _deformable(x, r, b, False), (2, 2, 2)),
+    "roi_align": lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)),
+    "roi_align_max": lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"),
+    "roi_align_nxc": lambda x, r, b: jaxpool.roi_align(_nxc(x), r, b, 2, data_format="NXC"),
+    "roi_align_rotated": lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
+    "roi_pool": lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2),
+    "roi_pool_bilinear": lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
+    "psroi_align": lambda x, r, b: jaxpool.psroi_align(x, r, b, 2),
+    "psroi_align_nxc": lambda x, r, b: jaxpool.psroi_align(_nxc(x), r, b, 2, data_format="NXC"),
+    "psroi_pool": lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2),
+    "psroi_pool_bilinear": lambda x, r, b: jaxpool.psroi_pool(
+        x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2),
+    "deformable_psroi_pool": _deformable,
+    "deformable_psroi_pool_nxc": lambda x, r, b: _deformable(_nxc(x), r, b, data_format="NXC"),
+    "deformable_psroi_pool_no_offsets": lambda x, r, b: _deformable(x, r, b, False),
 }
 # fmt: on
 
@@ -665,11 +659,11 @@ def test_empty_inputs(n, r):
     batch = jnp.zeros((r,), jnp.int32)
 
     def every(x, rois, batch):
-        return {name: f(x, rois, batch) for name, (f, _) in EMPTY_CALLS.items()}
+        return {name: f(x, rois, batch) for name, f in EMPTY_CALLS.items()}
 
     def gradients(x, rois):
         out = {}
-        for name, (f, _) in EMPTY_CALLS.items():
+        for name, f in EMPTY_CALLS.items():
             y, pullback = jax.vjp(lambda *a, f=f: f(*a, batch), x, rois)
             out[name] = y, *pullback(jnp.ones_like(y))
         return out
@@ -677,13 +671,12 @@ def test_empty_inputs(n, r):
     eager, jitted = every(x, rois, batch), jax.jit(every)(x, rois, batch)
     stacked = jax.jit(jax.vmap(every))(*(jnp.stack([a, a]) for a in (x, rois, batch)))
     wide = jax.jit(gradients)(x.astype(jnp.float32), rois)
-    for name, (_, shape) in EMPTY_CALLS.items():
-        want = np.zeros((r, *shape), np.float32)
-        for got, dtype in (
-            (eager[name], jnp.bfloat16),
-            (jitted[name], jnp.bfloat16),
-            (wide[name][0], jnp.float32),
-        ):
+    # Each output's shape but the box count: the op's on one image and one box.
+    one = jax.eval_shape(every, jnp.ones((1, 8, 10, 10)), jnp.ones((1, 4)), jnp.zeros(1, int))
+    for name in EMPTY_CALLS:
+        want = np.zeros((r, *one[name].shape[1:]), np.float32)
+        dtypes = [jnp.bfloat16] * 2 + [jnp.float32]
+        for got, dtype in zip([eager[name], jitted[name], wide[name][0]], dtypes):
             assert got.dtype == dtype, name
             np.testing.assert_array_equal(got.astype(np.float32), want, err_msg=name)
         assert stacked[name].shape == (2, *want.shape), name
