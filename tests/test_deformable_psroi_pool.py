@@ -32,13 +32,10 @@ _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
 @functools.cache
-def _compiled(x_shape, rois_shape, offsets_shape, attrs):
-    params = [opset1.parameter(list(s), ov.Type.f32) for s in (x_shape, rois_shape)]
-    kwargs = dict(attrs)
-    if offsets_shape is not None:
-        params.append(opset1.parameter(list(offsets_shape), ov.Type.f32))
-        kwargs["offsets"] = params[-1]
-    node = opset1.deformable_psroi_pooling(params[0], params[1], **kwargs)
+def _compiled(shapes, attrs):
+    params = [opset1.parameter(list(s), ov.Type.f32) for s in shapes]
+    offsets = dict(offsets=params[2]) if len(shapes) == 3 else {}
+    node = opset1.deformable_psroi_pooling(*params[:2], **dict(attrs), **offsets)
     return _CORE.compile_model(ov.Model(node.outputs(), params), "CPU", _CONFIG)
 
 
@@ -46,30 +43,16 @@ def runtime_attrs(attrs, part_size):
     """The runtime's attributes of jaxpool's ``attrs``."""
     bins = attrs.get("spatial_bins", 1)
     bins_y, bins_x = (bins, bins) if isinstance(bins, int) else bins
-    attrs = {k: v for k, v in attrs.items() if k != "spatial_bins"}
-    scale, trans_std = (float(attrs.pop(k, 1.0)) for k in ("spatial_scale", "trans_std"))
-    return dict(
-        attrs,
-        spatial_bins_y=bins_y,
-        spatial_bins_x=bins_x,
-        part_size=part_size,
-        spatial_scale=scale,
-        trans_std=trans_std,
-    )
+    out = {k: v for k, v in attrs.items() if k != "spatial_bins"}
+    out.update(spatial_bins_y=bins_y, spatial_bins_x=bins_x, part_size=part_size)
+    return out | {k: float(attrs.get(k, 1.0)) for k in ("spatial_scale", "trans_std")}
 
 
 def runtime(x, rois, offsets=None, **attrs):
     """The runtime's output for NCX ``x``, with jaxpool's attribute names."""
     attrs = runtime_attrs(attrs, 1 if offsets is None else offsets.shape[2])
-    inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
-    if offsets is not None:
-        inputs.append(np.ascontiguousarray(offsets, np.float32))
-    model = _compiled(
-        inputs[0].shape,
-        inputs[1].shape,
-        None if offsets is None else inputs[2].shape,
-        tuple(sorted(attrs.items())),
-    )
+    inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois, offsets) if a is not None]
+    model = _compiled(tuple(a.shape for a in inputs), tuple(sorted(attrs.items())))
     return np.asarray(model(inputs)[model.outputs[0]])
 
 

@@ -154,12 +154,7 @@ def test_rules():
 # Adaptive sampling with one aligned mode, every mode with a fixed ratio (the modes only move
 # the boxes), and both ways of reading fixed ratios: 2 in one unrolled chain, 5 in a loop over
 # tiles.  Each case its own map, all of them in one program.
-ADJOINT_CASES = [
-    ("half_pixel_for_nn", 2),
-    ("asymmetric", 5),
-    ("half_pixel", 2),
-    ("half_pixel_for_nn", 0),
-]
+ADJOINT_CASES = [*zip(ALIGNED_MODES, (2, 5, 2)), ("half_pixel_for_nn", 0)]
 
 
 def test_gradient_is_adjoint_of_reference():
