@@ -62,10 +62,10 @@ def call(x, rois, offsets=None, data_format="NCX", **attrs):
     return jaxpool.deformable_psroi_pool(layout, rois, offsets, data_format=data_format, **attrs)
 
 
-def check(got, want, data_format="NCX", atol=ATOL):
+def check(got, want, data_format="NCX"):
     got = cases.from_layout(got, data_format).astype(np.float32)
     want = np.asarray(want, np.float32)
-    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=ATOL * max(1.0, np.abs(want).max()))
 
 
 # (name, map (H, W), classes K or None for no offsets, part size, offsets' magnitude, layout,
@@ -108,11 +108,6 @@ def random_case(config, seed):
         offsets = rng.uniform(-reach, reach, (NUM_ROIS, 2 * classes, part, part))
         offsets = offsets.astype(np.float32)
     return x, rois, offsets
-
-
-# --------------------------------------------------------------------------------------------
-# Values.
-# --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c[0] for c in CONFIGS])
@@ -158,9 +153,19 @@ def test_runtime_rules():
     check(got[2:5], want[2:5])
 
 
-# --------------------------------------------------------------------------------------------
-# Derivatives (float64).
-# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])
+def test_openvino_layer_matches_runtime(config):
+    """``openvino.layer("DeformablePSROIPooling", ...)`` from IR attribute strings, with and
+    without its optional offsets."""
+    attrs = config[6]
+    x, rois, offsets = random_case(config, 0)
+    ir = {k: repr(v) for k, v in runtime_attrs(attrs, offsets.shape[2]).items()}
+    ir["mode"] = "bilinear_deformable"
+    layer = jaxpool.openvino.layer("DeformablePSROIPooling", ir)
+    assert layer.function == "deformable_psroi_pool"
+    check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
+    without = jaxpool.openvino.layer("DeformablePSROIPooling", {**ir, "part_size": "1"})
+    check(without(x, rois), runtime(x, rois, **attrs))
 
 
 def test_derivatives(x64):
@@ -202,18 +207,3 @@ def test_derivatives(x64):
     cases.check_box_derivatives(g, p, rng)
     (grad,) = jax.vjp(g, p)[1](jnp.ones(want.shape))
     assert np.any(np.asarray(grad[:split])) and not np.any(np.asarray(grad[split:]))
-
-
-@pytest.mark.parametrize("config", CONFIGS[1:4], ids=[c[0] for c in CONFIGS[1:4]])
-def test_openvino_layer_matches_runtime(config):
-    """``openvino.layer("DeformablePSROIPooling", ...)`` from IR attribute strings, with and
-    without its optional offsets."""
-    attrs = config[6]
-    x, rois, offsets = random_case(config, 0)
-    ir = {k: repr(v) for k, v in runtime_attrs(attrs, offsets.shape[2]).items()}
-    ir["mode"] = "bilinear_deformable"
-    layer = jaxpool.openvino.layer("DeformablePSROIPooling", ir)
-    assert layer.function == "deformable_psroi_pool"
-    check(layer(x, rois, offsets), runtime(x, rois, offsets, **attrs))
-    without = jaxpool.openvino.layer("DeformablePSROIPooling", {**ir, "part_size": "1"})
-    check(without(x, rois), runtime(x, rois, **attrs))

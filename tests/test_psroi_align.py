@@ -25,10 +25,10 @@ SCALES = (1.0, 0.5, 1 / 16)
 ATOL = 2e-5
 
 
-def check(got, want, data_format="NCX", atol=ATOL):
+def check(got, want, data_format="NCX"):
     got = cases.from_layout(got, data_format).astype(np.float32)
     want = np.asarray(want, np.float32)
-    np.testing.assert_allclose(got, want, rtol=0, atol=atol * max(1.0, np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=ATOL * max(1.0, np.abs(want).max()))
 
 
 def random_boxes(rng, height, width, scale):
@@ -48,11 +48,6 @@ def random_case(seed):
     x = rng.standard_normal((2, dim * out[0] * out[1], height, width)).astype(np.float32)
     scale = SCALES[seed % len(SCALES)]
     return x, *random_boxes(rng, height, width, scale), out, scale
-
-
-# --------------------------------------------------------------------------------------------
-# Values.
-# --------------------------------------------------------------------------------------------
 
 
 VALUE_CASES = list(itertools.product(ALIGNED_MODES, range(4)))
@@ -128,11 +123,6 @@ def test_rules():
     batch = rng.integers(0, 2, 12)
     want = reference.ps_roi_align(x, rois, batch, (7, 7), spatial_scale=1 / 16)
     check(jaxpool.psroi_align(x, rois, batch, 7, spatial_scale=1 / 16), want)
-
-
-# --------------------------------------------------------------------------------------------
-# Derivatives.
-# --------------------------------------------------------------------------------------------
 
 
 # Adaptive sampling with one aligned mode, every mode with a fixed ratio (the modes only move
