@@ -132,9 +132,9 @@ def features(rng, channels, height=None, width=None, n=2):
     return rng.standard_normal((n, channels, height, width)).astype(np.float32)
 
 
-def check(got, want, data_format="NCX", err_msg=""):
+def check(got, want, data_format="NCX", err_msg="", atol=ATOL):
     got = from_layout(got, data_format)
-    atol = ATOL * max(1.0, np.abs(want).max())
+    atol = atol * max(1.0, np.abs(want).max())
     np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=err_msg)
 
 
@@ -386,23 +386,6 @@ def test_rules_match_runtime(op, args, kwargs, zeros):
         assert not np.asarray(got)[np.asarray(zeros)].any()
 
 
-@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
-def test_half_precision(dtype):
-    rng = np.random.default_rng(3)
-    x = features(rng, 4, 9, 11)
-    rois = random_boxes(rng, 8, 9, 11, 0.5)
-    batch = rng.integers(0, 2, 8)
-    low = jnp.asarray(x, dtype)
-    want = jaxpool.roi_align(np.asarray(low, np.float32), rois, batch, 3, spatial_scale=0.5)
-    got = jaxpool.roi_align(low, rois, batch, 3, spatial_scale=0.5)
-    assert got.dtype == dtype
-    tol = 1e-2 if dtype == jnp.bfloat16 else 1e-3
-    np.testing.assert_allclose(np.asarray(got, np.float32), want, atol=tol * 4)
-    prois = np.concatenate([batch[:, None], np.abs(rois)], 1).astype(np.float32)
-    got = jaxpool.roi_pool(low, prois, 3, spatial_scale=0.5)
-    assert got.dtype == dtype
-
-
 # --------------------------------------------------------------------------------------------
 # Derivatives.
 # --------------------------------------------------------------------------------------------
@@ -540,6 +523,8 @@ DEFORM = dict(output_dim=4, group_size=2, spatial_bins=(1, 2), trans_std=-0.75)
 TRANSFORMED = {
     "roi_align": (lambda a, r, b, **k: jaxpool.roi_align(a, r, b, 2, sampling_ratio=2, **k),
                   lambda a, r, b: ov_roi_align(a, r, b, (2, 2), sampling_ratio=2)),
+    "roi_pool": (lambda a, r, **k: jaxpool.roi_pool(a, r, 2, **k),
+                 lambda a, r: ov_roi_pool(a, r, 2)),
     "psroi_align": (lambda a, r, b, **k: jaxpool.psroi_align(a, r, b, 2, **k),
                     lambda a, r, b: reference.ps_roi_align(a, r, b, (2, 2))),
     "deformable_psroi_pool": (
@@ -553,23 +538,24 @@ TRANSFORMED = {
 def test_transforms(name):
     """Eagerly and under ``jit`` the oracle's values, channels-last the same bits; ``vmap`` over
     sets of boxes and over the maps the oracle's values on each, and the gradient under
-    ``vmap`` a loop of gradients."""
+    ``vmap`` a loop of gradients; on 16-bit maps, in both layouts, their type and the oracle's
+    values on the rounded map."""
     f, oracle = TRANSFORMED[name]
     rng = np.random.default_rng(9)
     x = features(rng, 16, 9, 10)
     rois = np.stack([random_boxes(rng, 5, 9, 10, 1.0) for _ in range(3)])
     batch = rng.integers(0, 2, (3, 5))
-    if name == "deformable_psroi_pool":
-        offsets = rng.uniform(-1, 1, (3, 5, 4, 3, 3)).astype(np.float32)
-        rois, batch = np.concatenate([batch[..., None], rois], 2).astype(np.float32), offsets
-    boxes = rois[0], batch[0]
+    rows = np.concatenate([batch[..., None], np.abs(rois)], 2).astype(np.float32)
+    offsets = rng.uniform(-1, 1, (3, 5, 4, 3, 3)).astype(np.float32)
+    sets = {"roi_pool": (rows,), "deformable_psroi_pool": (rows, offsets)}.get(name, (rois, batch))
+    boxes = [a[0] for a in sets]
     eager, want = f(x, *boxes), oracle(x, *boxes)
     check(eager, want)
     check(jax.jit(f)(x, *boxes), want)
     nxc = f(to_layout(x, "NXC"), *boxes, data_format="NXC")
     np.testing.assert_array_equal(eager, from_layout(nxc, "NXC"))
-    want = np.stack([oracle(x, r, b) for r, b in zip(rois, batch)])
-    check(jax.vmap(lambda r, b: f(x, r, b))(rois, batch), want)
+    want = np.stack([oracle(x, *b) for b in zip(*sets)])
+    check(jax.vmap(lambda *b: f(x, *b))(*sets), want)
 
     def loss(a):
         return (f(a, *boxes) ** 2).sum()
@@ -579,6 +565,15 @@ def test_transforms(name):
     check(got, np.stack([oracle(a, *boxes) for a in images]))
     loop = np.stack([jax.grad(loss)(a) for a in images])
     np.testing.assert_allclose(grads, loop, rtol=0, atol=1e-5)
+    for dtype, data_format in itertools.product([jnp.bfloat16, jnp.float16], LAYOUTS):
+        low = np.asarray(jnp.asarray(x, dtype))
+        got = f(to_layout(low, data_format), *boxes, data_format=data_format)
+        assert got.dtype == dtype
+        # Sampled and summed in float32, one rounding to the 16-bit type at the end.
+        want = oracle(low.astype(np.float32), *boxes)
+        check(
+            got.astype(np.float32), want, data_format, atol=1e-2 if dtype == jnp.bfloat16 else 1e-3
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -628,29 +623,23 @@ def _deformable(x, r, b, offsets=True, data_format="NCX"):
     )
 
 
-# Each ROI function of (NCX x of 8 channels, boxes [R, 4], batch indices [R]) and its output's
-# shape but the box count.
+# Each ROI function of (NCX x of 8 channels, boxes [R, 4], batch indices [R]).
 # fmt: off
 EMPTY_CALLS = {
-    "roi_align": (lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)), (8, 3, 2)),
-    "roi_align_max": (lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"), (8, 2, 2)),
-    "roi_align_nxc": (lambda x, r, b: jaxpool.roi_align(_nxc(x), r, b, 2, data_format="NXC"),
-                      (2, 2, 8)),
-    "roi_align_rotated": (lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
-                          (8, 3, 3)),
-    "roi_pool": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2), (8, 2, 2)),
-    "roi_pool_bilinear": (lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
-                          (8, 2, 2)),
-    "psroi_align": (lambda x, r, b: jaxpool.psroi_align(x, r, b, 2), (2, 2, 2)),
-    "psroi_align_nxc": (lambda x, r, b: jaxpool.psroi_align(_nxc(x), r, b, 2, data_format="NXC"),
-                        (2, 2, 2)),
-    "psroi_pool": (lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2), (2, 2, 2)),
-    "psroi_pool_bilinear": (lambda x, r, b: jaxpool.psroi_pool(
-        x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2), (2, 2, 2)),
-    "deformable_psroi_pool": (_deformable, (2, 2, 2)),
-    "deformable_psroi_pool_nxc": (lambda x, r, b: _deformable(_nxc(x), r, b, data_format="NXC"),
-                                  (2, 2, 2)),
-    "deformable_psroi_pool_no_offsets": (lambda x, r, b: _deformable(x, r, b, False), (2, 2, 2)),
+    "roi_align": lambda x, r, b: jaxpool.roi_align(x, r, b, (3, 2)),
+    "roi_align_max": lambda x, r, b: jaxpool.roi_align(x, r, b, 2, mode="max"),
+    "roi_align_nxc": lambda x, r, b: jaxpool.roi_align(_nxc(x), r, b, 2, data_format="NXC"),
+    "roi_align_rotated": lambda x, r, b: jaxpool.roi_align_rotated(x, jnp.c_[r, r[:, :1]], b, 3),
+    "roi_pool": lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2),
+    "roi_pool_bilinear": lambda x, r, b: jaxpool.roi_pool(x, _indexed(r, b), 2, method="bilinear"),
+    "psroi_align": lambda x, r, b: jaxpool.psroi_align(x, r, b, 2),
+    "psroi_align_nxc": lambda x, r, b: jaxpool.psroi_align(_nxc(x), r, b, 2, data_format="NXC"),
+    "psroi_pool": lambda x, r, b: jaxpool.psroi_pool(x, _indexed(r, b), 2, 2),
+    "psroi_pool_bilinear": lambda x, r, b: jaxpool.psroi_pool(
+        x, _indexed(r, b), 2, 2, mode="bilinear", spatial_bins=2),
+    "deformable_psroi_pool": _deformable,
+    "deformable_psroi_pool_nxc": lambda x, r, b: _deformable(_nxc(x), r, b, data_format="NXC"),
+    "deformable_psroi_pool_no_offsets": lambda x, r, b: _deformable(x, r, b, False),
 }
 # fmt: on
 
@@ -665,11 +654,11 @@ def test_empty_inputs(n, r):
     batch = jnp.zeros((r,), jnp.int32)
 
     def every(x, rois, batch):
-        return {name: f(x, rois, batch) for name, (f, _) in EMPTY_CALLS.items()}
+        return {name: f(x, rois, batch) for name, f in EMPTY_CALLS.items()}
 
     def gradients(x, rois):
         out = {}
-        for name, (f, _) in EMPTY_CALLS.items():
+        for name, f in EMPTY_CALLS.items():
             y, pullback = jax.vjp(lambda *a, f=f: f(*a, batch), x, rois)
             out[name] = y, *pullback(jnp.ones_like(y))
         return out
@@ -677,13 +666,12 @@ def test_empty_inputs(n, r):
     eager, jitted = every(x, rois, batch), jax.jit(every)(x, rois, batch)
     stacked = jax.jit(jax.vmap(every))(*(jnp.stack([a, a]) for a in (x, rois, batch)))
     wide = jax.jit(gradients)(x.astype(jnp.float32), rois)
-    for name, (_, shape) in EMPTY_CALLS.items():
-        want = np.zeros((r, *shape), np.float32)
-        for got, dtype in (
-            (eager[name], jnp.bfloat16),
-            (jitted[name], jnp.bfloat16),
-            (wide[name][0], jnp.float32),
-        ):
+    # Each output's shape but the box count: the op's on one image and one box.
+    one = jax.eval_shape(every, jnp.ones((1, 8, 10, 10)), jnp.ones((1, 4)), jnp.zeros(1, int))
+    for name in EMPTY_CALLS:
+        want = np.zeros((r, *one[name].shape[1:]), np.float32)
+        dtypes = [jnp.bfloat16] * 2 + [jnp.float32]
+        for got, dtype in zip([eager[name], jitted[name], wide[name][0]], dtypes):
             assert got.dtype == dtype, name
             np.testing.assert_array_equal(got.astype(np.float32), want, err_msg=name)
         assert stacked[name].shape == (2, *want.shape), name

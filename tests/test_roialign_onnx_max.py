@@ -41,18 +41,14 @@ def _session(node_bytes, opset, shapes):
     """An ONNX Runtime session of one RoiAlign node (its CPU kernel, one thread)."""
     node = onnx.NodeProto.FromString(node_bytes)
     types = dict(zip("xrb", (TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.INT64)))
-    graph = helper.make_graph(
-        [node],
-        "roi_align",
-        [helper.make_tensor_value_info(k, types[k[0]], list(s)) for k, s in shapes],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
+    inputs = [helper.make_tensor_value_info(k, types[k[0]], list(s)) for k, s in shapes]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "roi_align", inputs, [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    cpu = ["CPUExecutionProvider"]
+    return ort.InferenceSession(model.SerializeToString(), options, providers=cpu)
 
 
 def _onnxruntime(node, x, rois, batch, opset):
@@ -68,9 +64,8 @@ def _boxes(rng, count, height, width, scale, half_pixel):
     boxes = cases.random_boxes(rng, count, height, width, scale, 0.2 if half_pixel else 0.0)
     grow = rng.uniform(size=count) < 1 / 3
     centre = (boxes[:, :2] + boxes[:, 2:]) / 2
-    half = (boxes[:, 2:] - boxes[:, :2]) / 2 + rng.uniform(0, 1.5, (count, 1)) * np.array(
-        [width, height]
-    ) / scale
+    reach = rng.uniform(0, 1.5, (count, 1)) * np.array([width, height]) / scale
+    half = (boxes[:, 2:] - boxes[:, :2]) / 2 + reach
     grown = np.concatenate([centre - half, centre + half], 1)
     return np.where(grow[:, None], grown, boxes).astype(np.float32)
 
@@ -102,14 +97,8 @@ def test_matches_onnxruntime(opset, transform, sampling_ratio, data_format):
     # Both kinds of features on one shape, scale and output size: one program.
     height, width = (int(v) for v in rng.integers(3, 12, 2))
     scale = float(rng.choice([1.0, 0.5, 0.25]))
-    out_h, out_w = (int(v) for v in rng.integers(1, 4, 2))
-    node = _node(
-        transform,
-        output_height=out_h,
-        output_width=out_w,
-        sampling_ratio=sampling_ratio,
-        spatial_scale=scale,
-    )
+    size = dict(zip(("output_height", "output_width"), (int(v) for v in rng.integers(1, 4, 2))))
+    node = _node(transform, sampling_ratio=sampling_ratio, spatial_scale=scale, **size)
     pool = jaxpool.onnx.node(node, opset=opset)
     for kind in ("signed", "negative"):
         x = _features(rng, (2, 3, height, width), kind)
