@@ -65,8 +65,7 @@ def _tiny_run(tmp_path_factory):
         return status, json.load(f), png
 
 
-def _every_group_runs(tiny_run):
-    status, result, png = tiny_run
+def _every_group_runs(status, result, png):
     assert result["errors"] == []
     assert status == 0
     keys = [g["key"] for g in result["groups"]]
@@ -82,8 +81,7 @@ def _every_group_runs(tiny_run):
     assert len(table.splitlines()) == 2 + len(keys)
 
 
-def _every_contender_is_there(tiny_run):
-    _, result, _ = tiny_run
+def _every_contender_is_there(result):
     for g in result["groups"]:
         names = {r["contender"] for r in g["rows"]}
         if g["workload"] == "resnet18":
@@ -107,8 +105,7 @@ def _every_contender_is_there(tiny_run):
         assert verdicts <= {"PASS", "MISS"}, g["key"]  # every target measured
 
 
-def _every_check_passes(tiny_run):
-    _, result, _ = tiny_run
+def _every_check_passes(result):
     for g in result["groups"]:
         assert g["checks"], g["key"]
         failed = [c["check"] for c in g["checks"] if not c["ok"]]
@@ -130,7 +127,7 @@ def _every_check_passes(tiny_run):
 # One run, and every check of it in one test: a module fixture would run once per xdist
 # worker.
 def test_tiny_run(tmp_path_factory):
-    run = _tiny_run(tmp_path_factory)
-    _every_group_runs(run)
-    _every_contender_is_there(run)
-    _every_check_passes(run)
+    status, result, png = _tiny_run(tmp_path_factory)
+    _every_group_runs(status, result, png)
+    _every_contender_is_there(result)
+    _every_check_passes(result)
