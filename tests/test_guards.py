@@ -97,8 +97,6 @@ KNOWN_MISSES = {
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("name,op,shape,backward", MEMORY, ids=[row[0] for row in MEMORY])
 def test_temp_memory(name, op, shape, backward, data_format, request):
-    """A forward pass uses at most its output as scratch, a forward+backward pass at most the
-    input plus the indices."""
     reason = KNOWN_MISSES.get(jax.default_backend(), {}).get(name)
     if reason is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
@@ -124,12 +122,8 @@ def test_temp_memory(name, op, shape, backward, data_format, request):
     )
 
 
-# --------------------------------------------------------------------------------------------
-# The program fixture runs two programs.
-# --------------------------------------------------------------------------------------------
-
-# Calls whose portable and CPU programs differ; the op modules' runtime and gradient checks run
-# each through the ``program`` fixture.
+# The program fixture runs two programs: calls whose portable and CPU programs differ; the op
+# modules' runtime and gradient checks run each through the ``program`` fixture.
 TWO_PROGRAMS = {
     "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1),
     "max_pool-indices": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),
