@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+import jaxpool
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PORTING = [f"porting/{name}" for name in ("pytorch", "flax", "openvino", "onnx", "equinox")]
@@ -75,8 +77,6 @@ def _site_has_every_page(built_site):
 
 
 def _api_pages_cover_the_public_names(built_site):
-    import jaxpool
-
     for name in jaxpool.__all__:
         if name != "openvino":
             assert (built_site / "api" / "_autosummary" / f"jaxpool.{name}.html").is_file(), name
@@ -92,18 +92,16 @@ def _pictures_are_in_the_site(built_site):
     )
     # Executed and drawn: a picture for every figure the notebook makes.
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", notebook)) == figures
-    semantics = (built_site / "semantics.html").read_text()
-    performance = (built_site / "performance.html").read_text()
-    detection = (built_site / "detection.html").read_text()
-    for html, names in [
-        (semantics, ["rounding.png", "auto_pad.png", "adaptive.png"]),
-        (detection, ["fpn_levels.png"]),
-        (performance, ["latest.png", "training_cpu.png", "gpu.png"]),
+    for page, names in [
+        ("semantics", ["rounding.png", "auto_pad.png", "adaptive.png"]),
+        ("detection", ["fpn_levels.png"]),
+        ("performance", ["latest.png", "training_cpu.png", "gpu.png"]),
     ]:
+        html = (built_site / f"{page}.html").read_text()
         for name in names:
-            src = re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html)
-            assert src, name
+            assert re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html), name
     assert (built_site / "_images" / "latest.png").is_file()
+    performance = (built_site / "performance.html").read_text()
     assert "Latest CPU results" in performance and "Latest GPU results" in performance
     assert performance.index("Targets at a glance") < performance.index("Full benchmark log")
 
@@ -111,8 +109,6 @@ def _pictures_are_in_the_site(built_site):
 def _deploying_page_has_every_op(built_site):
     """The Deploying page's export table (written from the exporter's table) has a row for
     every public op, and the API pages document the export."""
-    import jaxpool
-
     html = (built_site / "deploying.html").read_text()
     table = html[html.index("<table") :]
     for name in set(jaxpool.__all__) - {"openvino"}:
@@ -146,16 +142,11 @@ def test_code_examples_run(page):
 def test_api_coverage_check_names_what_is_missing():
     """The check of docs/_ext/jaxpool_docs.py reports an undocumented public name."""
     jaxpool_docs = _ext("jaxpool_docs")
-    import jaxpool
-
     modules = ["jaxpool", "jaxpool.openvino", "jaxpool.does_not_exist"]
-    everything = {
-        "jaxpool",
-        "jaxpool.openvino",
-        "jaxpool.openvino.layer",
-        "jaxpool.openvino.Layer",
-        *(f"jaxpool.{n}" for n in jaxpool.__all__),
-    }
+    # Every entry: the package, its public names (the openvino submodule among them) and the
+    # submodule's own names.
+    names = [*jaxpool.__all__, "openvino.layer", "openvino.Layer"]
+    everything = {"jaxpool", *(f"jaxpool.{n}" for n in names)}
     assert jaxpool_docs.missing_entries(modules, everything) == []
     assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.max_pool"}) == [
         "jaxpool.max_pool"
