@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 
+import jax
 import pytest
 
 import jaxpool
@@ -127,8 +128,6 @@ def test_code_examples_run(page):
     text = (DOCS / f"{page}.md").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
     assert blocks, page
-    import jax
-
     namespace: dict[str, object] = {"__name__": f"docs_{page}"}
     with jax.numpy_dtype_promotion("standard"):  # as users run it (Flax's avg_pool needs it)
         for block in blocks:
@@ -137,20 +136,16 @@ def test_code_examples_run(page):
 
 def test_api_coverage_check_names_what_is_missing():
     """The check of docs/_ext/jaxpool_docs.py reports an undocumented public name."""
-    jaxpool_docs = _ext("jaxpool_docs")
+    missing = _ext("jaxpool_docs").missing_entries
     modules = ["jaxpool", "jaxpool.openvino", "jaxpool.does_not_exist"]
     # Every entry: the package, its public names (the openvino submodule among them) and the
     # submodule's own names.
     names = [*jaxpool.__all__, "openvino.layer", "openvino.Layer"]
     everything = {"jaxpool", *(f"jaxpool.{n}" for n in names)}
-    assert jaxpool_docs.missing_entries(modules, everything) == []
-    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.max_pool"}) == [
-        "jaxpool.max_pool"
-    ]
+    assert missing(modules, everything) == []
+    assert missing(modules, everything - {"jaxpool.max_pool"}) == ["jaxpool.max_pool"]
     # A submodule in `__all__` needs the submodule's own entry.
-    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.openvino"}) == [
-        "jaxpool.openvino"
-    ]
+    assert missing(modules, everything - {"jaxpool.openvino"}) == ["jaxpool.openvino"]
 
 
 def test_links_are_rewritten_for_the_site():
