@@ -146,15 +146,6 @@ def _wheel_installs_and_runs(dist, tmp_path):
     assert out[2] == "[[5.0, 7.0], [13.0, 15.0]] [[5, 7], [13, 15]]"
 
 
-def _lower_bounds() -> dict[str, set[Version]]:
-    """Every ``name>=version`` requirement of ``pyproject.toml``, by package name."""
-    bounds: dict[str, set[Version]] = {}
-    text = (ROOT / "pyproject.toml").read_text()
-    for name, version in re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9][^",;]*)"', text):
-        bounds.setdefault(name.lower(), set()).add(Version(version))
-    return bounds
-
-
 def test_oldest_releases_are_the_declared_lower_bounds():
     """CI installs ``.ci/oldest.txt`` into a second environment and runs the op tests there:
     each pin must be the lower bound that ``pyproject.toml`` declares (everywhere it names the
@@ -164,7 +155,10 @@ def test_oldest_releases_are_the_declared_lower_bounds():
         if line.strip() and not line.startswith("#"):
             name, version = line.split("==")
             pins[name.strip().lower()] = Version(version)
-    bounds = _lower_bounds()
+    bounds: dict[str, set[Version]] = {}  # every `name>=version` requirement, by name
+    text = (ROOT / "pyproject.toml").read_text()
+    for name, version in re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9][^",;]*)"', text):
+        bounds.setdefault(name.lower(), set()).add(Version(version))
     assert {"jax", "jaxlib", "numpy"} <= pins.keys()
     for name, version in pins.items():
         assert bounds.get(name) == {version}, (name, version, bounds.get(name))
