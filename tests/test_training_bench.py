@@ -89,13 +89,10 @@ def _every_contender_is_there(result):
             continue
         peer = "torch-NCHW" if g["layout"] == "NCX" else "torch-CL"
         assert "jaxpool" in names and peer in names, g["key"]
-        if g["op"] in ("max_pool", "avg_pool"):
-            peer = "reduce_window"
-        elif g["workload"].startswith("global"):
-            peer = "xla-reduce"
-        else:
-            peer = None
-        if peer is not None:
+        # XLA's own: reduce_window for the window ops, a reduction for the global pools
+        window = g["op"] in ("max_pool", "avg_pool")
+        if window or g["workload"].startswith("global"):
+            peer = "reduce_window" if window else "xla-reduce"
             assert (peer if g["mode"] == "fwd" else f"grad({peer})") in names, g["key"]
         if g["mode"] == "fwd" and g["op"] in ("max_pool", "adaptive_max_pool"):
             assert "jaxpool+idx" in names, g["key"]
