@@ -4,10 +4,10 @@ One ``--quick --check`` run: a two-level pyramid of a 100x136 image with 8 chann
 boxes; the box head forward (every contender: ``multilevel_roi_align``, the per-level calls,
 the all-levels program, the gather floor, OpenVINO's extractor), the mask head
 forward+backward (with its forward as a reference), and adaptive sampling under ``vmap``,
-forward+backward.  The timings mean nothing here;
-the checks (``multilevel_roi_align`` against the per-level and all-levels programs), the
-targets, the results file and the Performance page's table of it are what is tested.  The
-results go to ``tmp_path`` only.  About 30 s of CPU time (2 cores), most of it compiling.
+forward+backward.  The timings mean nothing here; the checks (``multilevel_roi_align``
+against the per-level and all-levels programs), the targets, the results file and the
+Performance page's table of it are what is tested.  The results go to ``tmp_path`` only.
+About 30 s of CPU time (2 cores), most of it compiling.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ def _quick_run(tmp_path_factory):
         return status, json.load(f), png
 
 
-def _every_group_runs(quick_run):
-    status, result, png = quick_run
+def _every_group_runs(status, result, png):
     assert status == 0
     assert result["meta"]["quick"] and result["meta"]["skipped"] == []
     assert [g["key"] for g in result["groups"]] == list(detection.QUICK)
@@ -55,8 +54,7 @@ def _every_group_runs(quick_run):
     assert len(table.splitlines()) == 2 + len(detection.QUICK)
 
 
-def _every_contender_is_there(quick_run):
-    _, result, _ = quick_run
+def _every_contender_is_there(result):
     for g in result["groups"]:
         names = {r["contender"] for r in g["rows"]}
         for r in g["rows"]:
@@ -81,8 +79,7 @@ def _every_contender_is_there(quick_run):
         assert all(r["x_gather"] > 0 for r in g["rows"] if r["contender"] != detection.FLOOR)
 
 
-def _every_target_is_measured(quick_run):
-    _, result, _ = quick_run
+def _every_target_is_measured(result):
     for g in result["groups"]:
         assert g["targets"], g["key"]
         assert {t["verdict"] for t in g["targets"]} <= {"PASS", "MISS"}, g["key"]
@@ -99,8 +96,7 @@ def _every_target_is_measured(quick_run):
         assert label in labels
 
 
-def _every_check_passes(quick_run):
-    _, result, _ = quick_run
+def _every_check_passes(result):
     for g in result["groups"]:
         if g["op"] == "multilevel_roi_align":
             # per-level and all-levels in both layouts, NXC against NCX, the floor's values
@@ -109,8 +105,7 @@ def _every_check_passes(quick_run):
     assert result["meta"]["checks_failed"] == 0
 
 
-def _performance_summary_takes_every_target(quick_run):
-    _, result, _ = quick_run
+def _performance_summary_takes_every_target(result):
     results = next(r for r in benchmark_summary.RESULTS if r.key == "detection_cpu")
     table, met, total = benchmark_summary.summary_table(results, result)
     targets = [t for g in result["groups"] for t in g["targets"]]
@@ -123,9 +118,9 @@ def _performance_summary_takes_every_target(quick_run):
 # One run, and every check of it in one test: a module fixture would run once per xdist
 # worker.
 def test_quick_run(tmp_path_factory):
-    run = _quick_run(tmp_path_factory)
-    _every_group_runs(run)
-    _every_contender_is_there(run)
-    _every_target_is_measured(run)
-    _every_check_passes(run)
-    _performance_summary_takes_every_target(run)
+    status, result, png = _quick_run(tmp_path_factory)
+    _every_group_runs(status, result, png)
+    _every_contender_is_there(result)
+    _every_target_is_measured(result)
+    _every_check_passes(result)
+    _performance_summary_takes_every_target(result)

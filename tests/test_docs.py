@@ -6,6 +6,7 @@ entry (docs/_ext/jaxpool_docs.py); on 2 cores it takes about half a minute.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pathlib
@@ -14,21 +15,18 @@ import shutil
 import subprocess
 import sys
 
+import jax
 import pytest
+
+import jaxpool
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PAGES_WITH_CODE = [
-    "index.md",
-    "getting_started.md",
-    "detection.md",
-    "porting/pytorch.md",
-    "porting/flax.md",
-    "porting/openvino.md",
-    "porting/onnx.md",
-    "porting/equinox.md",
-    "deploying.md",
-]
+PORTING = [f"porting/{name}" for name in ("pytorch", "flax", "openvino", "onnx", "equinox")]
+PAGES_WITH_CODE = ["index", "getting_started", "detection", *PORTING, "deploying"]
+# Every page of the site: the ones with code, the others, and the executed notebook.
+PAGES = PAGES_WITH_CODE + ["semantics", "api/index", "performance", "design", "changelog"]
+PAGES += ["_notebooks/pooling_tour"]
 
 # The docs toolchain is in the test extra: a missing one fails the import, never skips.
 import myst_nb  # noqa: E402, F401
@@ -37,6 +35,15 @@ import sphinx_book_theme  # noqa: E402, F401
 
 # A whole-program check: not part of the default run (pyproject.toml's `addopts`).
 pytestmark = pytest.mark.whole_program
+
+
+def _ext(name):
+    """A module of ``docs/_ext``, the Sphinx extensions' folder."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
 
 
 def _built_site(tmp_path_factory) -> pathlib.Path:
@@ -54,18 +61,7 @@ def _built_site(tmp_path_factory) -> pathlib.Path:
     env["JUPYTER_PLATFORM_DIRS"] = "1"
     env.pop("MPLBACKEND", None)
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sphinx",
-            "-W",
-            "--keep-going",
-            "-q",
-            "-b",
-            "html",
-            str(src / "docs"),
-            str(out),
-        ],
+        [sys.executable, *"-m sphinx -W --keep-going -q -b html".split(), src / "docs", out],
         cwd=src,
         env=env,
         capture_output=True,
@@ -77,33 +73,22 @@ def _built_site(tmp_path_factory) -> pathlib.Path:
 
 
 def _site_has_every_page(built_site):
-    for page in [
-        "index.html",
-        "getting_started.html",
-        "semantics.html",
-        "detection.html",
-        "porting/pytorch.html",
-        "porting/flax.html",
-        "porting/openvino.html",
-        "porting/onnx.html",
-        "porting/equinox.html",
-        "deploying.html",
-        "api/index.html",
-        "performance.html",
-        "design.html",
-        "changelog.html",
-        "_notebooks/pooling_tour.html",
-    ]:
-        assert (built_site / page).is_file(), page
+    for page in PAGES:
+        assert (built_site / f"{page}.html").is_file(), page
 
 
-def _api_pages_cover_the_public_names(built_site):
-    import jaxpool
-
-    for name in jaxpool.__all__:
-        if name != "openvino":
-            assert (built_site / "api" / "_autosummary" / f"jaxpool.{name}.html").is_file(), name
-    html = (built_site / "api" / "_autosummary" / "jaxpool.max_pool.html").read_text()
+def _every_public_op_is_documented(built_site):
+    """Every public op has an API page and a row in the Deploying page's export table (written
+    from the exporter's table), and the API pages document the export."""
+    api = built_site / "api" / "_autosummary"
+    html = (built_site / "deploying.html").read_text()
+    table = html[html.index("<table") :]
+    for name in set(jaxpool.__all__) - {"openvino"}:
+        assert (api / f"jaxpool.{name}.html").is_file(), name
+        assert f'<span class="pre">{name}</span></code></p></td>' in table, name
+    for name in ("export", "register_export"):
+        assert (api / f"jaxpool.onnx.{name}.html").is_file()
+    html = (api / "jaxpool.max_pool.html").read_text()
     assert "rounding_type" in html and "Returns" in html  # napoleon rendered the docstring
 
 
@@ -115,33 +100,18 @@ def _pictures_are_in_the_site(built_site):
     )
     # Executed and drawn: a picture for every figure the notebook makes.
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", notebook)) == figures
-    semantics = (built_site / "semantics.html").read_text()
-    performance = (built_site / "performance.html").read_text()
-    detection = (built_site / "detection.html").read_text()
-    for html, names in [
-        (semantics, ["rounding.png", "auto_pad.png", "adaptive.png"]),
-        (detection, ["fpn_levels.png"]),
-        (performance, ["latest.png", "training_cpu.png", "gpu.png"]),
+    for page, names in [
+        ("semantics", ["rounding.png", "auto_pad.png", "adaptive.png"]),
+        ("detection", ["fpn_levels.png"]),
+        ("performance", ["latest.png", "training_cpu.png", "gpu.png"]),
     ]:
+        html = (built_site / f"{page}.html").read_text()
         for name in names:
-            src = re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html)
-            assert src, name
+            assert re.search(rf"<img [^>]*src=\"([^\"]*{re.escape(name)})\"", html), name
     assert (built_site / "_images" / "latest.png").is_file()
+    performance = (built_site / "performance.html").read_text()
     assert "Latest CPU results" in performance and "Latest GPU results" in performance
     assert performance.index("Targets at a glance") < performance.index("Full benchmark log")
-
-
-def _deploying_page_has_every_op(built_site):
-    """The Deploying page's export table (written from the exporter's table) has a row for
-    every public op, and the API pages document the export."""
-    import jaxpool
-
-    html = (built_site / "deploying.html").read_text()
-    table = html[html.index("<table") :]
-    for name in set(jaxpool.__all__) - {"openvino"}:
-        assert f'<span class="pre">{name}</span></code></p></td>' in table, name
-    for name in ("export", "register_export"):
-        assert (built_site / "api" / "_autosummary" / f"jaxpool.onnx.{name}.html").is_file()
 
 
 def _no_remote_scripts(built_site):
@@ -155,50 +125,31 @@ def _no_remote_scripts(built_site):
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
 def test_code_examples_run(page):
     """Every ```python block of a page runs, top to bottom, in one namespace."""
-    text = (DOCS / page).read_text()
+    text = (DOCS / f"{page}.md").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
     assert blocks, page
-    import jax
-
     namespace: dict[str, object] = {"__name__": f"docs_{page}"}
     with jax.numpy_dtype_promotion("standard"):  # as users run it (Flax's avg_pool needs it)
         for block in blocks:
-            exec(compile(block, f"{page}", "exec"), namespace)  # noqa: S102
+            exec(compile(block, f"{page}.md", "exec"), namespace)  # noqa: S102
 
 
 def test_api_coverage_check_names_what_is_missing():
     """The check of docs/_ext/jaxpool_docs.py reports an undocumented public name."""
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        import jaxpool_docs
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
-    import jaxpool
-
+    missing = _ext("jaxpool_docs").missing_entries
     modules = ["jaxpool", "jaxpool.openvino", "jaxpool.does_not_exist"]
-    everything = {
-        "jaxpool",
-        "jaxpool.openvino",
-        "jaxpool.openvino.layer",
-        "jaxpool.openvino.Layer",
-        *(f"jaxpool.{n}" for n in jaxpool.__all__),
-    }
-    assert jaxpool_docs.missing_entries(modules, everything) == []
-    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.max_pool"}) == [
-        "jaxpool.max_pool"
-    ]
+    # Every entry: the package, its public names (the openvino submodule among them) and the
+    # submodule's own names.
+    names = [*jaxpool.__all__, "openvino.layer", "openvino.Layer"]
+    everything = {"jaxpool", *(f"jaxpool.{n}" for n in names)}
+    assert missing(modules, everything) == []
+    assert missing(modules, everything - {"jaxpool.max_pool"}) == ["jaxpool.max_pool"]
     # A submodule in `__all__` needs the submodule's own entry.
-    assert jaxpool_docs.missing_entries(modules, everything - {"jaxpool.openvino"}) == [
-        "jaxpool.openvino"
-    ]
+    assert missing(modules, everything - {"jaxpool.openvino"}) == ["jaxpool.openvino"]
 
 
 def test_links_are_rewritten_for_the_site():
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        import jaxpool_docs
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    jaxpool_docs = _ext("jaxpool_docs")
     text = (
         "[a](../README.md) [b](../benchmarks/README.md#latest-cpu-results) "
         "[c](#x) [d](https://e.org) [f](../jaxpool/_src/max_pool.py) ![p](results/gpu.png) "
@@ -213,13 +164,7 @@ def test_links_are_rewritten_for_the_site():
 def test_performance_summary_counts_every_target():
     """The Performance page's tables (docs/_ext/benchmark_summary.py) take every target of the
     committed results, each in one row, and count the misses the results record."""
-    import json
-
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        import benchmark_summary
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    benchmark_summary = _ext("benchmark_summary")
     for results in benchmark_summary.RESULTS:
         if not results.required and not (ROOT / results.path).exists():
             assert results.command, results.path  # the page says how to write it
@@ -237,24 +182,9 @@ def test_performance_summary_counts_every_target():
         # Every reason written down belongs to a row of its file.
         keys = {row.key for row in results.rows}
         assert {k for f, k in benchmark_summary.WHY if f == results.key} <= keys
-    data = {
-        "meta": {},
-        "groups": [
-            {
-                "op": "max_pool",
-                "mode": "fwd",
-                "targets": [
-                    {
-                        "label": "jaxpool / something new",
-                        "value": 1.0,
-                        "limit": 1.0,
-                        "unit": "x",
-                        "verdict": "PASS",
-                    }
-                ],
-            }
-        ],
-    }
+    # A target that no row of the page names is an error, not a row left out.
+    target = dict(label="jaxpool / something new", value=1.0, limit=1.0, unit="x", verdict="PASS")
+    data = {"meta": {}, "groups": [{"op": "max_pool", "mode": "fwd", "targets": [target]}]}
     with pytest.raises(ValueError, match="something new"):
         benchmark_summary.summary_table(benchmark_summary.RESULTS[0], data)
 
@@ -291,11 +221,7 @@ def test_hosted_docs_build_as_the_readme_says():
 def test_detection_picture_draws_the_level_rules():
     """The Detection page's picture (docs/_ext/pyramid_figures.py) changes maps where the page
     says each rule does, and at the maps ``jaxpool.multilevel_roi_align`` chooses."""
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        import pyramid_figures
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    pyramid_figures = _ext("pyramid_figures")
     usual, coarser = pyramid_figures.PYRAMIDS
     for rule in pyramid_figures.RULES:
         assert [round(t) for t in pyramid_figures.thresholds(rule, usual)] == [112, 224, 448]
@@ -309,8 +235,7 @@ def test_detection_picture_draws_the_level_rules():
 def test_built_site(tmp_path_factory):
     built_site = _built_site(tmp_path_factory)
     _site_has_every_page(built_site)
-    _api_pages_cover_the_public_names(built_site)
+    _every_public_op_is_documented(built_site)
     _pictures_are_in_the_site(built_site)
-    _deploying_page_has_every_op(built_site)
     _no_remote_scripts(built_site)
     _no_link_leads_to_an_unpublished_place(built_site)

@@ -36,29 +36,26 @@ def _temp_bytes(fn, *args) -> int:
     return int(memory.temp_size_in_bytes)
 
 
-def _window(fn, kernel, strides, pad, **attrs):
-    return lambda x, df, **kw: fn(x, kernel, strides, pad, pad, data_format=df, **attrs, **kw)
+def _bind(fn, args, attrs):
+    return lambda x, df, **kw: fn(x, *args, data_format=df, **attrs, **kw)
 
 
-def _adaptive(fn, output_size, **attrs):
-    return lambda x, df, **kw: fn(x, output_size, data_format=df, **attrs, **kw)
-
-
-# (id, NCX shape, kernel, strides, pad): padded and unpadded 2-D, 3-D and 1-D.
+# (id, NCX shape, (kernel, strides, pads_begin, pads_end)): padded and unpadded 2-D, 3-D, 1-D.
 WINDOWS = [
-    ("2d-k3s2p1", (8, 32, 64, 64), 3, 2, 1),
-    ("2d-k2s2", (8, 32, 64, 64), 2, 2, 0),
-    ("3d-k3s2p1", (2, 16, 16, 32, 32), 3, 2, 1),
-    ("3d-k2s2", (2, 16, 16, 32, 32), 2, 2, 0),
-    ("1d-k3s2p1", (8, 32, 4096), 3, 2, 1),
-    ("1d-k4s4", (8, 32, 4096), 4, 4, 0),
+    ("2d-k3s2p1", (8, 32, 64, 64), (3, 2, 1, 1)),
+    ("2d-k2s2", (8, 32, 64, 64), (2, 2, 0, 0)),
+    ("3d-k3s2p1", (2, 16, 16, 32, 32), (3, 2, 1, 1)),
+    ("3d-k2s2", (2, 16, 16, 32, 32), (2, 2, 0, 0)),
+    ("1d-k3s2p1", (8, 32, 4096), (3, 2, 1, 1)),
+    ("1d-k4s4", (8, 32, 4096), (4, 4, 0, 0)),
 ]
+# (id, NCX shape, (output_size,))
 ADAPTIVE = [
-    ("2d-50to16", (8, 32, 50, 50), 16),
-    ("2d-50to16-batch1", (1, 32, 50, 50), 16),
-    ("2d-7to1", (8, 64, 7, 7), 1),
-    ("3d-20to6", (2, 16, 20, 20, 20), 6),
-    ("1d-100to7", (8, 32, 100), 7),
+    ("2d-50to16", (8, 32, 50, 50), (16,)),
+    ("2d-50to16-batch1", (1, 32, 50, 50), (16,)),
+    ("2d-7to1", (8, 64, 7, 7), (1,)),
+    ("3d-20to6", (2, 16, 20, 20, 20), (6,)),
+    ("1d-100to7", (8, 32, 100), (7,)),
 ]
 # (name, op, attributes, backward): the scratch a forward+backward pass may use besides the
 # input: the indices of the op's ``return_indices=True`` call ("indices"), nothing more
@@ -76,13 +73,10 @@ ADAPTIVE_OPS = [
 ]
 # (id, op(x, data_format, **kwargs), NCX shape, backward)
 MEMORY = [
-    (f"{op}-{case}", _window(fn, k, s, p, **attrs), shape, backward)
-    for case, shape, k, s, p in WINDOWS
-    for op, fn, attrs, backward in WINDOW_OPS
-] + [
-    (f"{op}-{case}", _adaptive(fn, size, **attrs), shape, backward)
-    for case, shape, size in ADAPTIVE
-    for op, fn, attrs, backward in ADAPTIVE_OPS
+    (f"{op}-{case}", _bind(fn, args, attrs), shape, backward)
+    for inputs, ops in ((WINDOWS, WINDOW_OPS), (ADAPTIVE, ADAPTIVE_OPS))
+    for case, shape, args in inputs
+    for op, fn, attrs, backward in ops
 ]
 
 # Guards that the current code does not meet yet, by backend and row, in both layouts.  There
@@ -103,8 +97,6 @@ KNOWN_MISSES = {
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("name,op,shape,backward", MEMORY, ids=[row[0] for row in MEMORY])
 def test_temp_memory(name, op, shape, backward, data_format, request):
-    """A forward pass uses at most its output as scratch, a forward+backward pass at most the
-    input plus the indices."""
     reason = KNOWN_MISSES.get(jax.default_backend(), {}).get(name)
     if reason is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
@@ -130,12 +122,8 @@ def test_temp_memory(name, op, shape, backward, data_format, request):
     )
 
 
-# --------------------------------------------------------------------------------------------
-# The program fixture runs two programs.
-# --------------------------------------------------------------------------------------------
-
-# Calls whose portable and CPU programs differ; the op modules' runtime and gradient checks run
-# each through the ``program`` fixture.
+# The program fixture runs two programs: calls whose portable and CPU programs differ; the op
+# modules' runtime and gradient checks run each through the ``program`` fixture.
 TWO_PROGRAMS = {
     "max_pool": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1),
     "max_pool-indices": lambda x: jaxpool.max_pool(x, 3, 2, 1, 1, return_indices=True),

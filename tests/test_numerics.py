@@ -38,15 +38,12 @@ class Test16Bit:
         x16 = jnp.asarray(x32, dtype)
         ct32 = rng.integers(-3, 4, np.shape(jax.eval_shape(fn, x16))).astype(np.float32)
         ct16 = jnp.asarray(ct32, dtype)
-        y16 = fn(x16)
-        assert y16.dtype == dtype
-        y32 = fn(jnp.asarray(x16, jnp.float32))
+        (y16, vjp16), (y32, vjp32) = jax.vjp(fn, x16), jax.vjp(fn, jnp.asarray(x16, jnp.float32))
+        (g16,), (g32,) = vjp16(ct16), vjp32(ct32)
+        assert y16.dtype == g16.dtype == dtype
         tol = 1e-2 if dtype == jnp.bfloat16 else 1e-3
-        np.testing.assert_allclose(np.asarray(y16, np.float32), np.asarray(y32), rtol=tol, atol=tol)
-        g16 = jax.grad(lambda x: jnp.sum((fn(x) * ct16).astype(jnp.float32)))(x16)
-        g32 = jax.grad(lambda x: jnp.sum(fn(x) * ct32))(jnp.asarray(x16, jnp.float32))
-        assert g16.dtype == dtype
-        np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32), rtol=tol, atol=tol)
+        for a, b in ((y16, y32), (g16, g32)):
+            np.testing.assert_allclose(np.asarray(a, np.float32), b, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("op", list(GRAD_OPS) + ["max_unpool"])

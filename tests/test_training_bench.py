@@ -65,8 +65,7 @@ def _tiny_run(tmp_path_factory):
         return status, json.load(f), png
 
 
-def _every_group_runs(tiny_run):
-    status, result, png = tiny_run
+def _every_group_runs(status, result, png):
     assert result["errors"] == []
     assert status == 0
     keys = [g["key"] for g in result["groups"]]
@@ -82,8 +81,7 @@ def _every_group_runs(tiny_run):
     assert len(table.splitlines()) == 2 + len(keys)
 
 
-def _every_contender_is_there(tiny_run):
-    _, result, _ = tiny_run
+def _every_contender_is_there(result):
     for g in result["groups"]:
         names = {r["contender"] for r in g["rows"]}
         if g["workload"] == "resnet18":
@@ -91,13 +89,10 @@ def _every_contender_is_there(tiny_run):
             continue
         peer = "torch-NCHW" if g["layout"] == "NCX" else "torch-CL"
         assert "jaxpool" in names and peer in names, g["key"]
-        if g["op"] in ("max_pool", "avg_pool"):
-            peer = "reduce_window"
-        elif g["workload"].startswith("global"):
-            peer = "xla-reduce"
-        else:
-            peer = None
-        if peer is not None:
+        # XLA's own: reduce_window for the window ops, a reduction for the global pools
+        window = g["op"] in ("max_pool", "avg_pool")
+        if window or g["workload"].startswith("global"):
+            peer = "reduce_window" if window else "xla-reduce"
             assert (peer if g["mode"] == "fwd" else f"grad({peer})") in names, g["key"]
         if g["mode"] == "fwd" and g["op"] in ("max_pool", "adaptive_max_pool"):
             assert "jaxpool+idx" in names, g["key"]
@@ -107,8 +102,7 @@ def _every_contender_is_there(tiny_run):
         assert verdicts <= {"PASS", "MISS"}, g["key"]  # every target measured
 
 
-def _every_check_passes(tiny_run):
-    _, result, _ = tiny_run
+def _every_check_passes(result):
     for g in result["groups"]:
         assert g["checks"], g["key"]
         failed = [c["check"] for c in g["checks"] if not c["ok"]]
@@ -130,7 +124,7 @@ def _every_check_passes(tiny_run):
 # One run, and every check of it in one test: a module fixture would run once per xdist
 # worker.
 def test_tiny_run(tmp_path_factory):
-    run = _tiny_run(tmp_path_factory)
-    _every_group_runs(run)
-    _every_contender_is_there(run)
-    _every_check_passes(run)
+    status, result, png = _tiny_run(tmp_path_factory)
+    _every_group_runs(status, result, png)
+    _every_contender_is_there(result)
+    _every_check_passes(result)
