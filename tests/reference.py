@@ -660,9 +660,10 @@ def roi_align_onnx_max(
 
 
 def _boxes(rois, n):
-    """``(r, batch index, box)`` of each ``[K, 5]`` box whose batch index lies in ``[0, N)``."""
+    """``(r, batch index, box)`` of each finite ``[K, 5]`` box whose batch index lies in
+    ``[0, N)``."""
     for r, box in enumerate(np.asarray(rois, np.float64)):
-        if 0 <= int(box[0]) < n:
+        if not np.isnan(box).any() and 0 <= int(box[0]) < n:
             yield r, int(box[0]), box
 
 
@@ -707,9 +708,8 @@ def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     rois = np.asarray(rois, np.float64)
     out = np.zeros((len(rois), channels, out_h, out_w), np.float64)
     argmax = np.full(out.shape, -1, np.int64)
-    nan = np.isnan(rois).any(1)
-    out[nan] = np.nan
-    for r, b, box in _boxes(np.where(nan[:, None], -1.0, rois), n):
+    out[np.isnan(rois).any(1)] = np.nan
+    for r, b, box in _boxes(rois, n):
         bins = _integer_bins(box, spatial_scale, (out_h, out_w), 1, (height, width), edges)
         for (i, j), (h0, h1, w0, w1) in bins.items():
             if h1 <= h0 or w1 <= w0:
@@ -728,30 +728,37 @@ def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
     n, channels, height, width = x_shape
     grad = np.zeros((n, channels, height * width), np.float64)
     ct = np.asarray(ct, np.float64)
-    rois = np.asarray(rois, np.float64)
-    for r, b, _ in _boxes(np.where(np.isnan(rois).any(1)[:, None], -1.0, rois), n):
+    for r, b, _ in _boxes(rois, n):
         for c, i, j in itertools.product(range(channels), *map(range, ct.shape[2:])):
             if argmax[r, c, i, j] >= 0:
                 grad[b, c, argmax[r, c, i, j]] += ct[r, c, i, j]
     return grad.reshape(x_shape)
 
 
-def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
-    """torchvision's ``ps_roi_pool`` forward: the box spans ``max(x_2 - x_1, 1)`` elements; bin
-    ``(i, j)`` of output channel ``c`` averages input channel ``(c * out_h + i) * out_w + j``,
-    each edge clipped to ``[0, H - 1]`` (so the last row and column are never read); an empty
-    bin gives 0."""
+def _ps_bins(rois, x_shape, output_size, spatial_scale, last):
+    """``((r, c, i, j), (b, input channel, rows, columns))`` of every non-empty bin of
+    ``ps_roi_pool``: the box spans ``max(x_2 - x_1, 1)`` elements; bin ``(i, j)`` of output
+    channel ``c`` reads input channel ``(c * out_h + i) * out_w + j``, each edge clipped to
+    ``[0, H - last]``."""
     out_h, out_w = _pair(output_size)
-    n, channels, height, width = x.shape
-    dim = channels // (out_h * out_w)
-    wide = np.asarray(x, np.float64)
-    out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
+    n, channels, height, width = x_shape
     for r, b, box in _boxes(rois, n):
-        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - 1, width - 1))
+        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - last, width - last))
         for (i, j), (h0, h1, w0, w1) in bins.items():
             if h1 > h0 and w1 > w0:
-                for c in range(dim):
-                    out[r, c, i, j] = wide[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1].mean()
+                for c in range(channels // (out_h * out_w)):
+                    plane = (c * out_h + i) * out_w + j
+                    yield (r, c, i, j), (b, plane, slice(h0, h1), slice(w0, w1))
+
+
+def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
+    """torchvision's ``ps_roi_pool`` forward: each bin's mean, its edges clipped to ``[0, H -
+    1]`` (so the last row and column are never read); an empty bin gives 0."""
+    out_h, out_w = _pair(output_size)
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), x.shape[1] // (out_h * out_w), out_h, out_w), np.float64)
+    for at, window in _ps_bins(rois, x.shape, output_size, spatial_scale, 1):
+        out[at] = wide[window].mean()
     return out.astype(x.dtype)
 
 
@@ -762,18 +769,10 @@ def torchvision_ps_roi_pool_backward(ct, rois, x_shape, output_size, spatial_sca
     ``last=0`` is torchvision's backward kernels, whose bins are clipped to ``[0, H]`` (not to
     ``[0, H - 1]`` as in the forward); ``last=1`` is the exact adjoint of the forward.
     """
-    out_h, out_w = _pair(output_size)
-    n, channels, height, width = x_shape
-    dim = channels // (out_h * out_w)
     grad = np.zeros(x_shape, np.float64)
     ct = np.asarray(ct, np.float64)
-    for r, b, box in _boxes(rois, n):
-        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - last, width - last))
-        for (i, j), (h0, h1, w0, w1) in bins.items():
-            if h1 > h0 and w1 > w0:
-                for c in range(dim):
-                    area = (h1 - h0) * (w1 - w0)
-                    grad[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1] += ct[r, c, i, j] / area
+    for at, window in _ps_bins(rois, x_shape, output_size, spatial_scale, last):
+        grad[window] += ct[at] / grad[window].size
     return grad
 
 
