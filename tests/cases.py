@@ -127,17 +127,10 @@ def valid_sliding(x, attrs):
     )
     if not ok:
         return False
+    window = [attrs[k] for k in ("kernel", "strides", "pads_begin", "pads_end")]
+    rules = attrs.get("dilations"), attrs["rounding_type"], attrs["auto_pad"]
     try:
-        reference.sliding_geometry(
-            x.shape[2:],
-            attrs["kernel"],
-            attrs["strides"],
-            attrs["pads_begin"],
-            attrs["pads_end"],
-            attrs.get("dilations"),
-            attrs["rounding_type"],
-            attrs["auto_pad"],
-        )
+        reference.sliding_geometry(x.shape[2:], *window, *rules)
     except reference.Invalid:
         return False
     return True
@@ -215,15 +208,9 @@ def adaptive_config(seed):
     spatial = [int(v) for v in rng.integers(1, top + 1, nd)]
     output_size = []
     for length in spatial:
-        kind = int(rng.integers(6))
-        if kind == 0:
-            output_size.append(None)
-        elif kind == 1:
-            output_size.append(1)
-        elif kind == 2:  # larger than the input
-            output_size.append(length + int(rng.integers(1, 4)))
-        else:
-            output_size.append(int(rng.integers(1, length + 1)))
+        kind = int(rng.integers(6))  # None, 1, larger than the input, or up to its size
+        extra, high = (length, 4) if kind == 2 else (0, length + 1)
+        output_size.append((None, 1)[kind] if kind < 2 else extra + int(rng.integers(1, high)))
     return dict(
         shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),
         output_size=output_size,
@@ -421,15 +408,28 @@ COLLECTIVE = re.compile(
 )
 
 
-def check_box_derivatives(f, rois, rng):
-    """``f``'s forward derivative in the float64 boxes ``rois`` against central differences
-    (and not all zero), and its reverse derivative as the forward one's adjoint."""
+def check_box_derivatives(functions, rois, rng):
+    """The forward derivative of each function (one, or a dict of named ones) in the float64
+    boxes ``rois`` against central differences (and not all zero), and its reverse derivative
+    as the forward one's adjoint, all of them in one program."""
+    if callable(functions):
+        functions = {"": functions}
     u = jnp.asarray(rng.standard_normal(rois.shape))
-    y, jvp = jax.jvp(f, (rois,), (u,))
+    w = {k: rng.standard_normal(jax.eval_shape(f, rois).shape) for k, f in functions.items()}
     eps = 1e-6
-    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
-    np.testing.assert_allclose(jvp, diff, atol=1e-6)
-    assert np.abs(np.asarray(jvp)).max() > 0
-    w = jnp.asarray(rng.standard_normal(y.shape))
-    (vjp,) = jax.vjp(f, rois)[1](w)
-    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+
+    @jax.jit
+    def derivatives(r, u, w):
+        out = {}
+        for name, f in functions.items():
+            _, jvp = jax.jvp(f, (r,), (u,))
+            (vjp,) = jax.vjp(f, r)[1](w[name])
+            out[name] = jvp, (f(r + eps * u) - f(r - eps * u)) / (2 * eps), vjp
+        return out
+
+    for name, (jvp, diff, vjp) in derivatives(rois, u, w).items():
+        np.testing.assert_allclose(jvp, diff, atol=1e-6, err_msg=name)
+        assert np.abs(np.asarray(jvp)).max() > 0, name
+        np.testing.assert_allclose(
+            jnp.vdot(jvp, w[name]), jnp.vdot(u, vjp), rtol=1e-10, err_msg=name
+        )

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from cases import check_box_derivatives as check_box_derivatives
 from cases import random_boxes
 
 import jaxpool
@@ -351,28 +352,3 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
         for a, b, c in leaves:
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
             np.testing.assert_array_equal(np.asarray(c), 0, err_msg=name)
-
-
-def check_box_derivatives(functions: dict[str, Callable[[Any], Any]], rois, rng) -> None:
-    """Each function's forward derivative in the float64 boxes ``rois`` against central
-    differences (and not all zero), and its reverse derivative as the forward one's adjoint
-    (``cases.check_box_derivatives`` for several functions, all of them in one program)."""
-    u = jnp.asarray(rng.standard_normal(rois.shape))
-    w = {k: rng.standard_normal(jax.eval_shape(f, rois).shape) for k, f in functions.items()}
-    eps = 1e-6
-
-    @jax.jit
-    def derivatives(r, u, w):
-        out = {}
-        for name, f in functions.items():
-            _, jvp = jax.jvp(f, (r,), (u,))
-            (vjp,) = jax.vjp(f, r)[1](w[name])
-            out[name] = jvp, (f(r + eps * u) - f(r - eps * u)) / (2 * eps), vjp
-        return out
-
-    for name, (jvp, diff, vjp) in derivatives(rois, u, w).items():
-        np.testing.assert_allclose(jvp, diff, atol=1e-6, err_msg=name)
-        assert np.abs(np.asarray(jvp)).max() > 0, name
-        np.testing.assert_allclose(
-            jnp.vdot(jvp, w[name]), jnp.vdot(u, vjp), rtol=1e-10, err_msg=name
-        )
