@@ -14,6 +14,7 @@ import openvino.opset8 as opset8
 import openvino.opset9 as opset9
 import openvino.opset14 as opset14
 import openvino.opset16 as opset16
+from reference import _per_axis
 
 _CORE = ov.Core()
 _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
@@ -33,14 +34,6 @@ def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
     compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, key)
     result = compiled([x])
     return [np.asarray(result[out]) for out in compiled.outputs]
-
-
-def _per_axis(value, nd, default):
-    if value is None:
-        return (default,) * nd
-    if isinstance(value, int):
-        return (value,) * nd
-    return tuple(value)
 
 
 def _window(x, kernel, strides, pads_begin, pads_end, dilations=None, **attrs):
@@ -116,16 +109,15 @@ def _adaptive_node(param, *, kind, output_size, index_element_type):
 def adaptive_max_pool(x, output_size, *, index_element_type="i32"):
     """OpenVINO AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)`` (the CPU plugin compiles it
     with i32 indices only)."""
-    size = tuple(output_size)
-    return _run(
-        _adaptive_node, x, kind="max", output_size=size, index_element_type=index_element_type
-    )
+    size, index = tuple(output_size), index_element_type
+    return _run(_adaptive_node, x, kind="max", output_size=size, index_element_type=index)
 
 
 def adaptive_avg_pool(x, output_size):
     """OpenVINO AdaptiveAvgPool-8 on NCX ``x``."""
-    size = tuple(output_size)
-    return _run(_adaptive_node, x, kind="avg", output_size=size, index_element_type="i32")[0]
+    return _run(
+        _adaptive_node, x, kind="avg", output_size=tuple(output_size), index_element_type="i32"
+    )[0]
 
 
 def to_nxc(a: np.ndarray) -> np.ndarray:
