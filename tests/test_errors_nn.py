@@ -23,6 +23,10 @@ def module_called(module, *inputs):
 ROWS = [
     row("nn.MaxPool-rounding_type", module_called, pnn.MaxPool(2, rounding_type="round"), X_NXC,
         error=V, match=r"`rounding_type` \(='round'\)"),
+    # An int kernel fixes no number of spatial axes, so the input has one batch axis: rank 6 is
+    # refused.
+    row("nn.MaxPool-int-kernel-rank", module_called, pnn.MaxPool(2),
+        np.zeros((1, 2, 4, 4, 4, 3), np.float32), error=V, match="rank"),
     row("nn.MaxPool-x-strings", module_called, pnn.MaxPool((2, 2)), S_X, error=T,
         match=non_numeric("x")),
     row("nn.linen.AvgPool-data_format", module_called, pnn.linen.AvgPool(2, data_format="NHWC"),

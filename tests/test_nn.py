@@ -21,7 +21,7 @@ X = np.random.default_rng(0).standard_normal((2, 7, 6, 3)).astype(np.float32)  #
 # (module, its keyword arguments): the function takes the same, lists as tuples, and the module
 # is channels-last unless the row says otherwise.
 CASES = [
-    ("MaxPool", dict(kernel=2)),
+    ("MaxPool", dict(kernel=2)),  # an int kernel fixes no number of spatial axes: one batch axis
     ("MaxPool", dict(kernel=[3, 2], strides=[2, 1], pads_begin=[1, 0], pads_end=[1, 1],
                      dilations=[1, 2], rounding_type="ceil_torch", return_indices=True,
                      index_element_type="i32", axis=2)),
@@ -180,25 +180,12 @@ def test_linen_training_lowers_the_loss():
 
 
 # --------------------------------------------------------------------------------------------
-# Batch axes as flax.linen's pools take them: none, one or several, where a tuple window fixes
-# the spatial axes; flax.linen's pools are the oracle, values and gradients.
+# flax.linen's pools are the oracle, values and gradients, of the functions and the modules:
+# batch axes as flax takes them (none, one or several, where a tuple window fixes the spatial
+# axes) and Flax's own min_pool test cases.
 # --------------------------------------------------------------------------------------------
 
 BATCHES = [(), (2, 3)]  # none and several (one is the ops' own rule, tested above)
-
-# (module, its kwargs, flax.linen's kwargs of its pool of the same name); NXC throughout.  Flax
-# pads only one batch axis where `padding` is explicit, so its padded windows here are "SAME".
-FLAX_CASES = [
-    ("MaxPool", dict(kernel=(2, 2), strides=(1, 1)), dict(window_shape=(2, 2), strides=(1, 1))),
-    ("MinPool", dict(kernel=(3, 2), strides=(2, 1), auto_pad="same_upper"),
-     dict(window_shape=(3, 2), strides=(2, 1), padding="SAME")),
-    ("MinPool", dict(kernel=(3,), strides=(2,), auto_pad="same_upper"),
-     dict(window_shape=(3,), strides=(2,), padding="SAME")),
-    ("AvgPool", dict(kernel=(3, 2), strides=(1, 2), auto_pad="same_upper", exclude_pad=True),
-     dict(window_shape=(3, 2), strides=(1, 2), padding="SAME", count_include_pad=False)),
-    ("MaxPool", dict(kernel=(2, 1, 2), strides=(1, 1, 2)),
-     dict(window_shape=(2, 1, 2), strides=(1, 1, 2))),
-]  # fmt: skip
 
 
 def tie_free(shape, seed=0):
@@ -207,12 +194,49 @@ def tie_free(shape, seed=0):
     return (values / values.size - 0.5).astype(np.float32)
 
 
-@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch{b}")
-@pytest.mark.parametrize("name,kwargs,flax_kwargs", FLAX_CASES)
-def test_batch_axes_match_flax(batch, name, kwargs, flax_kwargs):
+def flax_row(name, x, kernel, strides=None, id="", **kwargs):
+    """A module's row on NXC ``x`` (a shape: tie-free data), with flax.linen's keyword
+    arguments of its pool of the same name: "SAME" for ``same_upper`` (Flax pads only one batch
+    axis where `padding` is explicit), ``count_include_pad`` for ``exclude_pad``."""
+    x = tie_free(x) if isinstance(x, tuple) else x
+    flax = dict(window_shape=kernel, strides=strides)
+    if kwargs.get("auto_pad") == "same_upper":
+        flax["padding"] = "SAME"
+    if "exclude_pad" in kwargs:
+        flax["count_include_pad"] = not kwargs["exclude_pad"]
+    kwargs = dict(kernel=kernel, strides=strides or (1,) * len(kernel), **kwargs)
+    shape = "x".join(map(str, x.shape))
+    return pytest.param(name, x, kwargs, flax, id=f"{name}-{shape}-{flax.get('padding', '')}{id}")
+
+
+ARANGE = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+FLAX_ROWS = [
+    *(
+        flax_row(name, (*batch, *(7, 6, 5)[: len(kernel)], 3), kernel, strides, **kwargs)
+        for batch in BATCHES
+        for name, kernel, strides, kwargs in [
+            ("MaxPool", (2, 2), (1, 1), {}),
+            ("MinPool", (3, 2), (2, 1), dict(auto_pad="same_upper")),
+            ("MinPool", (3,), (2,), dict(auto_pad="same_upper")),
+            ("AvgPool", (3, 2), (1, 2), dict(auto_pad="same_upper", exclude_pad=True)),
+            ("MaxPool", (2, 1, 2), (1, 1, 2), {}),
+        ]
+    ),
+    # flax's linen_test.py min_pool cases
+    flax_row("MinPool", ARANGE, (2, 2), auto_pad="valid"),
+    flax_row("MinPool", ARANGE[0], (2, 2), auto_pad="valid"),  # no batch axis
+    flax_row("MinPool", np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 2, 2, 1), (2, 2),
+             auto_pad="same_upper"),
+    flax_row("MinPool", np.full((1, 3, 3, 1), 2.0, np.float32), (2, 2), auto_pad="valid",
+             id="ties"),
+    flax_row("MinPool", (1, 4, 8, 8, 3), (2, 2), (2, 2), auto_pad="valid"),  # variable batch dims
+    flax_row("MinPool", (8, 8, 3), (2, 2), (2, 2), auto_pad="valid"),  # no batch dims
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,x,kwargs,flax_kwargs", FLAX_ROWS)
+def test_pools_match_flax(name, x, kwargs, flax_kwargs):
     fn, flax_pool = function_of(name), getattr(flax_pooling, function_of(name).__name__)
-    nd = len(kwargs["kernel"])
-    x = tie_free((*batch, *(7, 6, 5)[:nd], 3))
     kwargs = dict(kwargs)
     kernel = kwargs.pop("kernel")
 
@@ -229,16 +253,23 @@ def test_batch_axes_match_flax(batch, name, kwargs, flax_kwargs):
     def results(x):
         values = (ours(x), theirs(x), module(x), linen_module.apply({}, x))
         grads = [jax.grad(lambda x, f=f: (f(x) ** 2).sum())(x) for f in (ours, theirs)]
-        return values, grads
+        return values, grads, jax.grad(lambda x: ours(x).sum())(x)
 
-    (got, want, nnx_got, linen_got), grads = results(x)
+    (got, want, nnx_got, linen_got), grads, sum_grad = results(x)
+    batch = x.shape[: x.ndim - len(kernel) - 1]
     assert got.shape == want.shape == (*batch, *want.shape[len(batch) :])
     exact = fn is not jaxpool.avg_pool  # sums add in another order
     tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(got, want, **tol)
-    np.testing.assert_allclose(*grads, **tol)
     assert_equal_outputs(nnx_got, got)
     assert_equal_outputs(linen_got, got)
+    if np.unique(x).size == x.size:  # tie-free: one argmin per window, both agree
+        np.testing.assert_allclose(*grads, **tol)
+    else:  # ties: each window's gradient goes to its first minimum (flax's leaves it open)
+        first = jaxpool.max_pool(np.ones_like(x), kernel, return_indices=True, axis=2,
+                                 data_format="NXC", **kwargs)[1]  # fmt: skip
+        ones = np.ones(first.shape, x.dtype)
+        np.testing.assert_array_equal(sum_grad, pnn.MaxUnpool(axis=2)(ones, first, x.shape))
 
 
 def merged_call(fn, x, lead, *args, **kwargs):
@@ -284,14 +315,6 @@ def test_adaptive_batch_axes_are_the_merged_batch(batch, name):
     assert_equal_outputs(getattr(pnn.linen, name)((3, None), **extra).apply({}, x), got)
 
 
-def test_an_int_window_keeps_one_batch_axis():
-    # an int kernel fixes no number of spatial axes: (2, 7, 6, 3) is one batch axis and 2-D,
-    # and a rank-6 input is refused as before
-    np.testing.assert_array_equal(pnn.MaxPool(2)(X), jaxpool.max_pool(X, (2, 2), data_format="NXC"))
-    with pytest.raises(ValueError, match="rank"):
-        pnn.MaxPool(2)(np.zeros((1, 2, 4, 4, 4, 3), np.float32))
-
-
 def test_several_batch_axes_export_symbolically():
     module = pnn.MinPool((2, 2), return_indices=True, axis=2)
     x = tie_free((2, 3, 6, 4, 2))
@@ -300,53 +323,6 @@ def test_several_batch_axes_export_symbolically():
     for shape in [(2, 3, 6, 4, 2), (1, 4, 6, 4, 2)]:
         x = tie_free(shape, seed=3)
         assert_equal_outputs(exported.call(x), module(x))
-
-
-# --------------------------------------------------------------------------------------------
-# min_pool against flax.flax_pooling.min_pool: Flax's own pooling test cases, values and gradients.
-# --------------------------------------------------------------------------------------------
-
-# (input, window_shape, flax's strides, padding): flax's linen_test.py pooling cases
-FLAX_MIN_POOL_CASES = [
-    (np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1), (2, 2), None, "VALID"),
-    (np.arange(9, dtype=np.float32).reshape(3, 3, 1), (2, 2), None, "VALID"),  # no batch axis
-    (np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 2, 2, 1), (2, 2), None, "SAME"),
-    (np.full((1, 3, 3, 1), 2.0, np.float32), (2, 2), None, "VALID"),  # every element ties
-    (tie_free((1, 4, 8, 8, 3)), (2, 2), (2, 2), "VALID"),  # variable batch dims (smaller)
-    (tie_free((8, 8, 3)), (2, 2), (2, 2), "VALID"),  # no batch dims (smaller)
-]
-
-
-@pytest.mark.parametrize("x,window,strides,padding", FLAX_MIN_POOL_CASES)
-def test_min_pool_is_flaxs(x, window, strides, padding):
-    auto_pad = "same_upper" if padding == "SAME" else "valid"
-    stride = strides or (1,) * len(window)
-
-    def ours(x):
-        return jaxpool.min_pool(x, window, stride, auto_pad=auto_pad, data_format="NXC")
-
-    def theirs(x):
-        return flax_pooling.min_pool(x, window, strides, padding)
-
-    def loss(f):
-        return lambda x: (f(x) ** 2).sum()
-
-    @jax.jit  # one compilation per row
-    def results(x):
-        return (ours(x), theirs(x)), (jax.grad(loss(ours))(x), jax.grad(loss(theirs))(x))
-
-    (got, want), (grad, flax_grad) = results(x)
-    np.testing.assert_array_equal(got, want)
-    if np.unique(x).size == x.size:  # tie-free: one argmin per window, both agree
-        np.testing.assert_array_equal(grad, flax_grad)
-    else:  # ties: each window's gradient goes to its first minimum (flax's leaves it open)
-        ones = np.ones_like(x)
-        first = jaxpool.max_pool(ones, window, stride, auto_pad=auto_pad, data_format="NXC",
-                                 return_indices=True, axis=2)[1]  # fmt: skip
-        np.testing.assert_array_equal(
-            jax.grad(lambda x: ours(x).sum())(x),
-            pnn.MaxUnpool(axis=2)(np.ones(first.shape, x.dtype), first, x.shape),
-        )
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
