@@ -96,7 +96,7 @@ def _each(out_spatial, window_of, in_spatial):
         yield (slice(None), slice(None), *o), np.array(flat, np.int64)
 
 
-def _wide(x):
+def _wide(x):  # float64 or int64
     return x.astype(np.int64) if np.issubdtype(x.dtype, np.integer) else x.astype(np.float64)
 
 
@@ -194,9 +194,8 @@ def _adaptive(x, output_size):
     in_spatial = x.shape[2:]
     if np.ndim(output_size) == 0:
         output_size = (output_size,) * len(in_spatial)
-    out_spatial = tuple(
-        n if o is None else int(o) for n, o in zip(in_spatial, output_size, strict=True)
-    )
+    sizes = zip(in_spatial, output_size, strict=True)
+    out_spatial = tuple(n if o is None else int(o) for n, o in sizes)
     bins = [adaptive_bins(n, o) for n, o in zip(in_spatial, out_spatial)]
     return out_spatial, lambda o: list(
         itertools.product(*(range(*bins[i][oi]) for i, oi in enumerate(o)))
@@ -216,8 +215,7 @@ def adaptive_avg_pool(x, output_size):
 
 
 def max_unpool(y, indices, output_shape, *, axis=0):
-    """Scatter-add of NCX ``y`` to the positions ``indices`` (taken with ``axis``) of a zero
-    tensor of NCX ``output_shape``."""
+    """Scatter-add of NCX ``y`` at ``indices`` (taken with ``axis``) into ``output_shape``."""
     y = np.asarray(y)
     axis %= len(output_shape)
     channels, size = output_shape[1], math.prod(output_shape[2:])
@@ -262,9 +260,8 @@ def _bilinear(planes, y, x):
 
 
 def _bins_and_counts(corners, output_size, sampling_ratio, at_least_one):
-    """ROIAlign's bin sizes ``(bin_h, bin_w)`` of a box with ``corners`` ``(x_1, y_1, x_2,
-    y_2)`` and its samples per axis: ``sampling_ratio``, or ``ceil(bin size)`` (0 or negative
-    for a box of zero or negative size)."""
+    """ROIAlign's bin sizes ``(bin_h, bin_w)`` of a box and its samples per axis (0 or negative
+    for a box of zero or negative size, whatever its size with ``sampling_ratio=0``)."""
     x1, y1, x2, y2 = corners
     width, height = x2 - x1, y2 - y1
     if at_least_one:
@@ -277,13 +274,7 @@ def _align_samples(
     planes, box, spatial_scale, output_size, sampling_ratio, aligned_mode, at_least_one
 ):
     """ROIAlign's samples of every bin of one ``(x_1, y_1, x_2, y_2)`` box on ``planes``:
-    ``[..., out_h, out_w, s_y * s_x]``, or ``None`` where a count ``s`` is not positive.
-
-    Corners ``x * spatial_scale`` (``"asymmetric"``), ``x * spatial_scale - 0.5``
-    (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); with
-    ``at_least_one`` the box's width and height are at least 1.  ``sampling_ratio=0``: ``s =
-    ceil(bin size)`` per axis, whatever the box's size.
-    """
+    ``[..., out_h, out_w, s_y * s_x]``, or ``None`` where a count ``s`` is not positive."""
     (out_h, out_w), source = output_size, 0.5 if aligned_mode == "half_pixel" else 0.0
     target = 0.0 if aligned_mode == "asymmetric" else -0.5
     corners = [(float(v) + source) * spatial_scale + target for v in box]
@@ -327,6 +318,7 @@ def ps_roi_align(
     out_h, out_w = output_size
     n, channels, _, _ = x.shape
     dim = channels // (out_h * out_w)
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric"
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
@@ -338,15 +330,7 @@ def ps_roi_align(
             if 0 in _bins_and_counts(corners, output_size, sampling_ratio, False)[1]:
                 out[r] = np.nan
                 continue
-        samples = _align_samples(
-            wide[b],
-            box,
-            spatial_scale,
-            output_size,
-            sampling_ratio,
-            aligned_mode,
-            aligned_mode == "asymmetric",
-        )
+        samples = _align_samples(wide[b], box, spatial_scale, output_size, *grid)
         if samples is not None:
             # Bin (i, j) of output channel c from input channel (c * out_h + i) * out_w + j.
             every = samples.mean(-1).reshape(dim, out_h, out_w, out_h, out_w)
@@ -355,15 +339,15 @@ def ps_roi_align(
     return out.astype(x.dtype)
 
 
-def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, **grid):
-    """ROIAlign of each box on the float64 NCX map and with the spatial scale that
-    ``map_of(r)`` gives for box ``r`` (``None``: the box gives zeros)."""
+def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, grid):
+    """ROIAlign of box ``r`` on the ``(float64 NCX map, spatial scale)`` that ``map_of(r)``
+    gives (``None``: zeros)."""
     out = np.zeros((len(rois), channels, *output_size), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
         chosen, b = map_of(r), int(batch_indices[r])
         if chosen is None or not 0 <= b < chosen[0].shape[0]:
             continue
-        samples = _align_samples(chosen[0][b], box, chosen[1], output_size, **grid)
+        samples = _align_samples(chosen[0][b], box, chosen[1], output_size, *grid)
         if samples is not None:
             # The runtime's max starts from 0: a bin of negative samples gives 0.
             out[r] = samples.mean(-1) if mode == "avg" else np.maximum(samples.max(-1), 0.0)
@@ -389,17 +373,10 @@ def roi_align(
     NaN or reads out of bounds: a bin with no samples gives 0, a batch index outside ``[0, N)``
     zeros.
     """
-    wide = np.asarray(x, np.float64)
+    wide, size = np.asarray(x, np.float64), _pair(output_size)
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric"
     out = _roi_align_boxes(
-        rois,
-        batch_indices,
-        _pair(output_size),
-        x.shape[1],
-        lambda r: (wide, spatial_scale),
-        mode,
-        sampling_ratio=sampling_ratio,
-        aligned_mode=aligned_mode,
-        at_least_one=aligned_mode == "asymmetric",
+        rois, batch_indices, size, x.shape[1], lambda r: (wide, spatial_scale), mode, grid
     )
     return out.astype(x.dtype)
 
@@ -485,17 +462,13 @@ def multilevel_roi_align(
         aligned_mode = "half_pixel_for_nn" if level_rule == "detectron2" else "asymmetric"
     levels = pyramid_levels(rois, spatial_scales, level_rule, canonical_size, canonical_level)
     wide = [np.asarray(f, np.float64) for f in features]
-    out = _roi_align_boxes(
-        rois,
-        batch_indices,
-        _pair(output_size),
-        features[0].shape[1],
-        lambda r: None if levels[r] < 0 else (wide[levels[r]], spatial_scales[levels[r]]),
-        mode,
-        sampling_ratio=sampling_ratio,
-        aligned_mode=aligned_mode,
-        at_least_one=aligned_mode == "asymmetric" or level_rule == "openvino",
-    )
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric" or level_rule == "openvino"
+
+    def map_of(r):
+        return None if levels[r] < 0 else (wide[levels[r]], spatial_scales[levels[r]])
+
+    channels = features[0].shape[1]
+    out = _roi_align_boxes(rois, batch_indices, _pair(output_size), channels, map_of, mode, grid)
     return out.astype(features[0].dtype)
 
 
@@ -668,13 +641,8 @@ def _boxes(rois, n):
 
 
 def _integer_bins(box, spatial_scale, output_size, span_extra, tops, dtype=np.float64):
-    """The bins of one box over whole elements: ``{(i, j): (h0, h1, w0, w1)}``.
-
-    Corners ``round(v * spatial_scale)`` (halves away from zero); the box spans ``max(end -
-    start + span_extra, 1)`` elements per axis; bin ``i`` of ``out`` covers ``[floor(i * s),
-    ceil((i + 1) * s))`` offset by the start (``s`` the span over ``out``, computed in
-    ``dtype``), each edge clipped to ``[0, top]``.
-    """
+    """The bins of one box over whole elements, ``{(i, j): (h0, h1, w0, w1)}``, each edge
+    clipped to ``[0, top]``: corners rounded halves away from zero, bin sizes in ``dtype``."""
     x1, y1, x2, y2 = (_round_half_away(float(v) * spatial_scale) for v in box[1:5])
 
     def edges(i, out, start, end, top):
