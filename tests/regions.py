@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from cases import check_box_derivatives as check_box_derivatives
-from cases import random_boxes
+from cases import random_boxes, to_layout
 
 import jaxpool
 from jaxpool import torch as tv
@@ -141,15 +141,9 @@ def _psroi_pool(maps, boxes, fmt, mode, rounding="openvino", spatial_bins=1):
     (rows,) = boxes
     c = _channels(maps[0], fmt)
     if mode == "bilinear":
-        bins = spatial_bins * spatial_bins
+        dim, bins = c // spatial_bins**2, dict(spatial_bins=spatial_bins)
         return jaxpool.psroi_pool(
-            maps[0],
-            _normalised(rows),
-            c // bins,
-            3,
-            mode=mode,
-            spatial_bins=spatial_bins,
-            data_format=fmt,
+            maps[0], _normalised(rows), dim, 3, mode=mode, **bins, data_format=fmt
         )
     return jaxpool.psroi_pool(
         maps[0], rows, c // 4, 2, spatial_scale=0.9, rounding=rounding, data_format=fmt
@@ -162,29 +156,21 @@ def _psroi_align(maps, boxes, fmt, **variant):
 
 def _deformable(maps, boxes, fmt, offsets):
     rois, given = boxes
+    dim, parts = _channels(maps[0], fmt) // 4, dict(group_size=2, spatial_bins=(1, 2))
     return jaxpool.deformable_psroi_pool(
         maps[0],
         rois,
         given if offsets else None,
-        output_dim=_channels(maps[0], fmt) // 4,
-        group_size=2,
-        spatial_bins=(1, 2),
+        output_dim=dim,
+        **parts,
         trans_std=0.5,
         data_format=fmt,
     )
 
 
 def _multilevel(maps, boxes, fmt, **variant):
-    return jaxpool.multilevel_roi_align(
-        maps,
-        *boxes,
-        2,
-        spatial_scales=SCALES,
-        canonical_size=32,
-        canonical_level=3,
-        data_format=fmt,
-        **variant,
-    )
+    levels = dict(spatial_scales=SCALES, canonical_size=32, canonical_level=3)
+    return jaxpool.multilevel_roi_align(maps, *boxes, 2, **levels, data_format=fmt, **variant)
 
 
 def _torch(maps, boxes, fmt, op, **variant):
@@ -305,22 +291,19 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
     finite, poisoned, maps = {}, {}, {}
     for name in rows:
         row = BY_NAME[name]
-        shapes = [(images, 8, h, w) for h, w in row.maps]
-        maps[name] = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-        if row.layouts[0] == "NXC":
-            maps[name] = [np.moveaxis(m, 1, -1) for m in maps[name]]
+        maps[name] = [
+            to_layout(rng.standard_normal((images, 8, h, w)).astype(np.float32), row.layouts[0])
+            for h, w in row.maps
+        ]
         finite[name] = row.boxes(rng, count, images)
-        poisoned[name] = list(finite[name])
-        poisoned[name][0] = poisoned[name][0].copy()
-        poisoned[name][0][NAN_BOX, 1] = np.nan
-        poisoned[name] = tuple(poisoned[name])
+        first = finite[name][0].copy()
+        first[NAN_BOX, 1] = np.nan
+        poisoned[name] = (first, *finite[name][1:])
 
-    def others(o):
-        """True on the outputs of the finite boxes, False on the NaN box's."""
+    def others(o):  # True on the outputs of the finite boxes
         return (np.arange(o.shape[0]) != NAN_BOX).reshape((-1,) + (1,) * (o.ndim - 1))
 
-    def ones_on(o, finite: bool):
-        """A cotangent of 1 on the finite boxes' outputs, or on the NaN box's."""
+    def ones_on(o, finite: bool):  # a cotangent of 1 on the finite boxes' outputs, or the NaN one's
         return jnp.where(others(o) == finite, jnp.ones_like(o), jnp.zeros_like(o))
 
     def one_row(name, maps, boxes):
