@@ -41,11 +41,11 @@ def without_layout(attrs):
     return {k: v for k, v in attrs.items() if k != "data_format"}
 
 
+ROUNDINGS = ("floor", "ceil", "ceil_torch")
+AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
 # Mostly valid values, sometimes invalid ones (wrong case, wrong type, out of range).
-ROUNDING = st.sampled_from(["floor", "ceil", "ceil_torch"] * 6 + ["FLOOR", "Ceil", "round", 1])
-AUTO_PAD = st.sampled_from(
-    ["explicit", "valid", "same_upper", "same_lower"] * 5 + ["SAME", "Same_Upper", None]
-)
+ROUNDING = st.sampled_from([*ROUNDINGS] * 6 + ["FLOOR", "Ceil", "round", 1])
+AUTO_PAD = st.sampled_from([*AUTO_PADS] * 5 + ["SAME", "Same_Upper", None])
 LAYOUT = st.sampled_from(["NCX"] * 5 + ["NXC"] * 5 + ["ncx"])
 SPECIAL = [np.nan, np.inf, -np.inf]
 
@@ -121,8 +121,8 @@ def valid_sliding(x, attrs):
         and _valid_per_axis(attrs["pads_begin"], nd, 0)
         and _valid_per_axis(attrs["pads_end"], nd, 0)
         and _valid_per_axis(attrs.get("dilations", 1), nd, 1)
-        and attrs["rounding_type"] in ("floor", "ceil", "ceil_torch")
-        and attrs["auto_pad"] in ("explicit", "valid", "same_upper", "same_lower")
+        and attrs["rounding_type"] in ROUNDINGS
+        and attrs["auto_pad"] in AUTO_PADS
         and attrs["data_format"] in ("NCX", "NXC")
     )
     if not ok:
@@ -186,16 +186,17 @@ def _sample(rng, dtype, shape, int32_range):
     for name, (low, high) in {"int8": (-128, 128), "uint8": (0, 256), "int32": int32_range}.items():
         if dtype == name:
             return rng.integers(low, high, shape).astype(name)
-    values = rng.standard_normal(shape).astype(np.float32)
-    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    return rng.standard_normal(shape).astype(np.float32).astype(_numpy_dtype(dtype))
+
+
+def _numpy_dtype(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else name
 
 
 def adaptive_sample(rng, dtype, shape, ties=False):
     """Random NCX data of ``dtype``; ``ties`` draws from few values (many ties)."""
     if ties:
-        return rng.integers(0, 3, shape).astype(
-            ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
-        )
+        return rng.integers(0, 3, shape).astype(_numpy_dtype(dtype))
     return _sample(rng, dtype, shape, (-10_000, 10_000))
 
 
@@ -229,24 +230,17 @@ def runtime_size(cfg):
 def call_in_layout(fn, x, cfg, **kwargs):
     """Runs ``fn(x, cfg["output_size"])`` on NCX ``x`` in the config's layout and returns NCX
     NumPy outputs."""
-    nxc = cfg["data_format"] == "NXC"
-    out = fn(
-        to_layout(x, cfg["data_format"]),
-        cfg["output_size"],
-        data_format=cfg["data_format"],
-        **kwargs,
+    fmt = cfg["data_format"]
+    out = fn(to_layout(x, fmt), cfg["output_size"], data_format=fmt, **kwargs)
+    return (
+        tuple(from_layout(o, fmt) for o in out) if isinstance(out, tuple) else from_layout(out, fmt)
     )
-    outs = out if isinstance(out, tuple) else (out,)
-    outs = tuple(from_layout(o, "NXC") if nxc else np.asarray(o) for o in outs)
-    return outs if isinstance(out, tuple) else outs[0]
 
 
 # --------------------------------------------------------------------------------------------
 # Random average poolings that the runtime accepts.
 # --------------------------------------------------------------------------------------------
 
-ROUNDINGS = ("floor", "ceil", "ceil_torch")
-AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
 AVG_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
 
 
@@ -325,12 +319,7 @@ def form_config(form, data_format):
 # Random ONNX sliding windows that ONNX Runtime runs as specified.
 # --------------------------------------------------------------------------------------------
 
-ONNX_AUTO_PADS = {
-    "NOTSET": "explicit",
-    "VALID": "valid",
-    "SAME_UPPER": "same_upper",
-    "SAME_LOWER": "same_lower",
-}
+ONNX_AUTO_PADS = dict(zip(("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"), AUTO_PADS))
 
 
 def onnx_window(rng):
@@ -355,20 +344,11 @@ def onnx_window(rng):
             dilations = [1] * nd
             if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
                 continue
-        attrs = dict(
-            kernel_shape=kernel,
-            strides=strides,
-            dilations=dilations,
-            ceil_mode=ceil_mode,
-            auto_pad=auto_pad,
-        )
-        kwargs = dict(
-            kernel=kernel,
-            strides=strides,
-            dilations=dilations,
-            rounding_type="ceil_torch" if ceil_mode else "floor",
-            auto_pad=ONNX_AUTO_PADS[auto_pad],
-        )
+        kwargs = dict(kernel=kernel, strides=strides, dilations=dilations)
+        attrs = dict(kernel_shape=kernel, strides=strides, dilations=dilations, ceil_mode=ceil_mode)
+        attrs["auto_pad"] = auto_pad
+        kwargs["rounding_type"] = "ceil_torch" if ceil_mode else "floor"
+        kwargs["auto_pad"] = ONNX_AUTO_PADS[auto_pad]
         if auto_pad == "NOTSET":
             attrs["pads"] = pads_begin + pads_end
             kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
