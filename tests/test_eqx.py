@@ -54,13 +54,8 @@ def test_vmap_of_the_module_is_the_function(case):
 def test_window_is_normalised_at_construction():
     """Equal windows give equal, hashable modules, so `eqx.filter_jit` does not retrace."""
     pool = peqx.MaxPool([2, 2], 1, [0, 1], 1, num_spatial_dims=2, dilations=(1, 2))
-    assert (pool.kernel, pool.strides, pool.pads_begin, pool.pads_end) == (
-        (2, 2),
-        (1, 1),
-        (0, 1),
-        (1, 1),
-    )
-    assert pool.dilations == (1, 2) and pool.rounding_type == "floor"
+    window = (pool.kernel, pool.strides, pool.pads_begin, pool.pads_end, pool.dilations)
+    assert window == ((2, 2), (1, 1), (0, 1), (1, 1), (1, 2)) and pool.rounding_type == "floor"
     twin = peqx.MaxPool((2, 2), (1, 1), (0, 1), (1, 1), num_spatial_dims=2, dilations=[1, 2])
     assert hash(pool) == hash(twin) and eqx.tree_equal(pool, twin)
     assert peqx.AdaptiveMaxPool([3, None], num_spatial_dims=2).output_size == (3, None)
@@ -78,21 +73,13 @@ def test_max_unpool_consumes_the_modules_indices():
     np.testing.assert_array_equal(best(y, i), got)  # no overlap: max and sum agree
 
 
-def test_filter_grad_reaches_the_argmax():
+def test_filter_grad_reaches_the_argmax_and_matches_equinox_where_the_semantics_agree():
     pool = peqx.MaxPool(2, num_spatial_dims=2)
-
-    def loss(x):
-        return jnp.sum(_batched(pool, x) ** 2)
-
-    grad = eqx.filter_grad(loss)(X)
+    grad = eqx.filter_grad(lambda x: jnp.sum(_batched(pool, x) ** 2))(X)
     expected = jax.grad(lambda x: jnp.sum(jaxpool.max_pool(x, 2) ** 2))(X)
     np.testing.assert_array_equal(grad, expected)
-
-
-def test_matches_equinox_where_the_semantics_agree():
     ours = _batched(peqx.MaxPool(3, 2, 1, 1, num_spatial_dims=2), X)
-    theirs = _batched(eqx.nn.MaxPool2d(3, 2, 1), X)
-    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(ours, _batched(eqx.nn.MaxPool2d(3, 2, 1), X))
 
 
 def test_adaptive_bins_are_pytorchs_not_equinoxs():

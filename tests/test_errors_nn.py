@@ -31,12 +31,10 @@ ROWS = [
         match=non_numeric("x")),
     row("nn.linen.AvgPool-data_format", module_called, pnn.linen.AvgPool(2, data_format="NHWC"),
         X_NXC, error=V, match=r"`data_format` \(='NHWC'\)"),
-    row("nn.MaxUnpool-indices-outside-output_shape", module_called,
-        pnn.MaxUnpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
-        match=LOST % "2, 3, 5, 5"),
-    row("nn.linen.MaxUnpool-indices-outside-output_shape", module_called,
-        pnn.linen.MaxUnpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
-        match=LOST % "2, 3, 5, 5"),
+    *(row(f"nn.{kind}MaxUnpool-indices-outside-output_shape", module_called,
+          unpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
+          match=LOST % "2, 3, 5, 5")
+      for kind, unpool in [("", pnn.MaxUnpool), ("linen.", pnn.linen.MaxUnpool)]),
     # Python's own errors of a constructor's call name the argument.
     row("nn.MaxPool-kernel-missing", pnn.MaxPool, error=T,
         match=r"MaxPool.__init__\(\) missing 1 required positional.*'kernel'"),

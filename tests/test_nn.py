@@ -108,6 +108,18 @@ def blobs(seed, n=32, size=8):
     return x, label.astype(np.int32)
 
 
+def assert_learns(step):
+    """25 steps of Adam on :func:`blobs` (``step()`` -> the loss) halve the loss."""
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
+        losses = [float(step()) for _ in range(25)]
+    assert all(np.isfinite(losses))
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def cross_entropy(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
 class NnxNet(nnx.Module):
     def __init__(self, rngs: nnx.Rngs):
         self.conv = nnx.Conv(1, 8, (3, 3), rngs=rngs)
@@ -128,18 +140,11 @@ def test_nnx_training_lowers_the_loss():
 
     @nnx.jit
     def step(model, optimizer, x, labels):
-        def loss_fn(model):
-            logits = model(x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-
-        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        loss, grads = nnx.value_and_grad(lambda model: cross_entropy(model(x), labels))(model)
         optimizer.update(model, grads)
         return loss
 
-    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
-        losses = [float(step(model, optimizer, x, labels)) for _ in range(25)]
-    assert all(np.isfinite(losses))
-    assert losses[-1] < 0.5 * losses[0], losses
+    assert_learns(lambda: step(model, optimizer, x, labels))
 
 
 class LinenNet(linen.Module):
@@ -158,25 +163,19 @@ def test_linen_training_lowers_the_loss():
     x, labels = blobs(2)
     params = jax.jit(model.init)(jax.random.key(3), x)
     tx = optax.adam(3e-2)
-    opt_state = tx.init(params)
+    state = [params, tx.init(params)]
 
     @jax.jit
     def step(params, opt_state):
-        def loss_fn(params):
-            logits = model.apply(params, x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
+        loss, grads = jax.value_and_grad(lambda p: cross_entropy(model.apply(p, x), labels))(params)
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    losses = []
-    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
-        for _ in range(25):
-            params, opt_state, loss = step(params, opt_state)
-            losses.append(float(loss))
-    assert all(np.isfinite(losses))
-    assert losses[-1] < 0.5 * losses[0], losses
+    def advance():
+        state[0], state[1], loss = step(*state)
+        return loss
+
+    assert_learns(advance)
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,12 +335,8 @@ def test_min_pool_of_integers_reaches_the_types_ends(dtype, program):
     want = x.reshape(2, 3, 2, 2, 3, 2).min(axis=(3, 5))
     np.testing.assert_array_equal(y, want)
     assert y.dtype == x.dtype
-    np.testing.assert_array_equal(
-        np.take_along_axis(x.reshape(2, 3, -1), np.asarray(i).reshape(2, 3, -1), -1).reshape(
-            want.shape
-        ),
-        want,
-    )
+    picked = np.take_along_axis(x.reshape(2, 3, -1), np.asarray(i).reshape(2, 3, -1), -1)
+    np.testing.assert_array_equal(picked.reshape(want.shape), want)
     # a window in the padding only gives the type's maximum, as +inf for floats
     assert jaxpool.min_pool(x, 2, 2, 0, 2, rounding_type="ceil")[..., -1].max() == info.max
 
