@@ -233,9 +233,7 @@ def _pair(output_size):
 
 
 def _bilinear(planes, y, x):
-    """Bilinear samples of float64 ``planes [..., H, W]`` at the points ``(y, x)`` (arrays of
-    one shape ``S``): ``[..., *S]``.
-
+    """Samples ``[..., *S]`` of float64 ``planes [..., H, W]`` at points ``(y, x)`` of shape ``S``:
     torchvision's ``bilinear_interpolate``, which OpenVINO's ROIAlign and its feature-pyramid
     extractor share: a point below -1 or past ``H`` (``W``) reads 0, one in ``[-1, 0]`` is
     moved to 0, one at or past the last element reads that element.
@@ -395,24 +393,16 @@ def pyramid_levels(
     """The pyramid level of each ``(x_1, y_1, x_2, y_2)`` box: an index into ``spatial_scales``
     (finest first), or -1 where the box gives zeros.
 
-    ``area = (x_2 - x_1) * (y_2 - y_1)`` in image pixels (no +1), computed in ``dtype`` (float32
-    evaluates the formula as the libraries and the runtime do on float32 boxes), and:
-
-    * ``"torchvision"`` (``LevelMapper``): ``k = floor(canonical_level + log2(sqrt(area) /
-      canonical_size) + 1e-6)``;
-    * ``"detectron2"`` (``assign_boxes_to_levels``): ``k = floor(canonical_level +
-      log2(sqrt(area) / canonical_size + 1e-8))``;
-
-    both clamped to ``[k_min, k_max] = [-log2(spatial_scales[0]), -log2(spatial_scales[-1])]``,
-    level ``k - k_min``.  A box of area 0 goes to the finest level (``log2(0) = -inf``); one of
+    The area (no +1, in image pixels) is computed in ``dtype``: float32 evaluates the formulas
+    as the libraries and the runtime do on float32 boxes.  ``"torchvision"`` is its
+    ``LevelMapper``, ``"detectron2"`` its ``assign_boxes_to_levels``, both clamped to the
+    scales' levels: a box of area 0 goes to the finest level (``log2(0) = -inf``), one of
     negative area has a NaN level in both libraries, which matches no level: zeros.  Maps that
     skip levels (scales ``(1/8, 1/32)``, torchvision's ``MultiScaleRoIAlign`` only): index ``i``
     is the ``i``-th map, as the module's loop over its maps pairs them, and an index past the
-    last map gives zeros.
-
-    * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the CPU runtime computes
-      it): ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever its
-      scale, clamped to ``[0, L - 1]``; a box of area ``<= 0`` gives zeros.
+    last map gives zeros.  ``"openvino"`` is ExperimentalDetectronROIFeatureExtractor-6 as the
+    CPU runtime computes it: levels counted from the first map whatever its scale, and a box of
+    area ``<= 0`` gives zeros.
     """
     rois = np.asarray(rois, dtype).reshape(-1, 4)
     area = (rois[:, 2] - rois[:, 0]) * (rois[:, 3] - rois[:, 1])

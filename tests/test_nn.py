@@ -84,17 +84,6 @@ def test_modules_match_functions(name, kwargs):
     assert_equal_outputs(getattr(pnn.linen, name)(**kwargs).apply({}, x), want)
 
 
-@pytest.mark.parametrize("axis", [0, 2])
-def test_max_unpool_modules(axis):
-    y, i = pnn.MaxPool(2, return_indices=True, axis=axis, index_element_type="i32")(X)
-    want = jaxpool.max_unpool(y, i, X.shape, axis=axis, data_format="NXC")
-    np.testing.assert_array_equal(pnn.MaxUnpool(axis=axis)(y, i, list(X.shape)), want)
-    np.testing.assert_array_equal(pnn.linen.MaxUnpool(axis=axis).apply({}, y, i, X.shape), want)
-    # Every pooled maximum is back at its place, the rest is zero.
-    assert np.count_nonzero(want) == y.size
-    np.testing.assert_allclose(np.sort(np.asarray(want)[want != 0]), np.sort(np.ravel(y)))
-
-
 def blobs(seed, n=32, size=8):
     """Images with one bright 2x2 blob; the label says which quadrant holds it."""
     rng = np.random.default_rng(seed)
@@ -277,15 +266,16 @@ def merged_call(fn, x, lead, *args, **kwargs):
     return jax.tree.map(lambda o: np.asarray(o).reshape(*lead, *o.shape[1:]), out)
 
 
-@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch{b}")
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)], ids=lambda b: f"batch{b}")
 @pytest.mark.parametrize("axis", [0, 2])
 def test_batch_axes_indices_are_those_of_the_merged_batch(batch, axis):
     """With several batch axes, `axis=0` indices are row-major positions in the whole tensor,
     the batch axes first (the NCX view of the input on one merged batch axis), and `axis=2`
     positions in each (n, c) plane; without a batch axis, `axis=0` counts over (C, *spatial).
-    `MaxUnpool` with the same window places every maximum back."""
+    `MaxUnpool` places every maximum back, the rest zero: with the same window on any batch
+    axes, without one (a scatter) on one batch axis, as `max_unpool` does."""
     x, lead = tie_free((*batch, 6, 4, 3), seed=1) + 1, len(batch)  # no maximum is 0
-    y, i = pnn.MaxPool((2, 2), return_indices=True, axis=axis)(x)
+    y, i = pnn.MaxPool((2, 2), return_indices=True, axis=axis, index_element_type="i32")(x)
     want = merged_call(jaxpool.max_pool, x, batch, (2, 2), return_indices=True, axis=axis,
                        data_format="NXC")  # fmt: skip
     assert_equal_outputs((y, i), want)
@@ -296,11 +286,15 @@ def test_batch_axes_indices_are_those_of_the_merged_batch(batch, axis):
         planes = ncx.reshape(*batch, 3, -1)
         picked = np.take_along_axis(planes, i_ncx.reshape(*batch, 3, -1), -1)
         np.testing.assert_array_equal(picked.reshape(y_ncx.shape), y_ncx)
-    back = pnn.MaxUnpool(axis=axis, kernel=(2, 2))(y, i, x.shape)
-    assert np.count_nonzero(back) == y.size
-    np.testing.assert_array_equal(back, np.where(back != 0, x, 0))
-    linen_back = pnn.linen.MaxUnpool(axis, kernel=(2, 2)).apply({}, y, i, x.shape)
-    np.testing.assert_array_equal(linen_back, back)
+    for kernel in [(2, 2), None][: 1 + (lead == 1)]:
+        back = pnn.MaxUnpool(axis=axis, kernel=kernel)(y, i, list(x.shape))
+        assert np.count_nonzero(back) == y.size
+        np.testing.assert_array_equal(back, np.where(back != 0, x, 0))
+        linen_back = pnn.linen.MaxUnpool(axis, kernel=kernel).apply({}, y, i, x.shape)
+        np.testing.assert_array_equal(linen_back, back)
+    if lead == 1:
+        want = jaxpool.max_unpool(y, i, x.shape, axis=axis, data_format="NXC")
+        np.testing.assert_array_equal(back, want)
 
 
 @pytest.mark.parametrize("batch", [(), (2, 3)], ids=lambda b: f"batch{b}")
