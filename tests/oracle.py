@@ -142,19 +142,11 @@ def roi_align(
 ):
     """OpenVINO ROIAlign-9 on NCX ``x`` (float32), ``(x_1, y_1, x_2, y_2)`` boxes and their
     batch indices (all in ``[0, N)``)."""
-    inputs = [
-        np.ascontiguousarray(x, np.float32),
-        np.ascontiguousarray(rois, np.float32),
-        np.asarray(batch_indices, np.int32),
-    ]
-    attrs = dict(
-        pooled_h=int(output_size[0]),
-        pooled_w=int(output_size[1]),
-        spatial_scale=float(spatial_scale),
-        sampling_ratio=int(sampling_ratio),
-        mode=mode,
-        aligned_mode=aligned_mode,
-    )
+    inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
+    inputs.append(np.asarray(batch_indices, np.int32))
+    attrs = dict(pooled_h=int(output_size[0]), pooled_w=int(output_size[1]), mode=mode)
+    attrs.update(spatial_scale=float(spatial_scale), sampling_ratio=int(sampling_ratio))
+    attrs["aligned_mode"] = aligned_mode
     compiled = _compile_roi_align(inputs[0].shape, inputs[1].shape, tuple(sorted(attrs.items())))
     return np.asarray(compiled(inputs)[compiled.outputs[0]])
 
@@ -227,13 +219,9 @@ def roi_feature_extractor(
     more) and ``(x_1, y_1, x_2, y_2)`` ``rois`` in image pixels."""
     rois = np.ascontiguousarray(rois, np.float32)
     levels = [np.ascontiguousarray(level, np.float32) for level in levels]
+    shapes, scales = tuple(level.shape for level in levels), tuple(int(s) for s in pyramid_scales)
     compiled = _compile_extractor(
-        rois.shape,
-        tuple(level.shape for level in levels),
-        int(output_size),
-        int(sampling_ratio),
-        tuple(int(s) for s in pyramid_scales),
-        bool(aligned),
+        rois.shape, shapes, int(output_size), int(sampling_ratio), scales, bool(aligned)
     )
     result = compiled([rois, *levels])
     return tuple(np.asarray(result[out]) for out in compiled.outputs)

@@ -562,13 +562,12 @@ def roi_align_onnx_max(
     """ONNX Runtime's RoiAlign ``mode="max"`` (its CPU kernel) for NCX ``x``, in ``x``'s dtype
     and that kernel's order of operations.
 
-    Corners ``x * spatial_scale - 0.5`` (``half_pixel``, ONNX's ``coordinate_transformation_mode=
-    "half_pixel"``) or ``x * spatial_scale`` with the box's width and height at least 1
-    (``"output_half_pixel"``).  A sample's value is the largest of its four terms ``w_k *
-    x[corner_k]``, a bin's the largest of its samples' values, each maximum starting from its
-    first term or sample and taking a later one only where strictly larger (C++'s
-    ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives
-    0.  A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
+    ``half_pixel`` is ONNX's ``coordinate_transformation_mode="half_pixel"``, else
+    ``"output_half_pixel"`` (width and height at least 1).  A sample's value is the largest of its
+    four terms ``w_k * x[corner_k]``, a bin's the largest of its samples' values, each maximum
+    starting from its first term or sample and taking a later one only where strictly larger (C++'s
+    ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives 0.
+    A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
 
     Returns ``(y, winners)``: ``y [R, C, out_h, out_w]`` and, for every output, the ``(n, row,
     column, weight)`` of the term it took (weight 0 for an outside sample or an empty bin), the
@@ -651,13 +650,12 @@ def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     """torchvision's ``roi_pool``: ``(y, argmax)``, ``argmax`` the flat position ``h * W + w``
     of each output's element in its plane, -1 where the bin is empty (its output is 0).
 
-    The box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin edges computed in ``x``'s dtype
-    (float32 for 16-bit ``x``; the kernel's ``T``) and clipped to ``[0, H]``; the maximum
-    starts from ``-FLT_MAX`` and takes a strictly larger element, so the first maximum in
+    Bin edges are computed in ``x``'s dtype (float32 for 16-bit ``x``; the kernel's ``T``); the
+    maximum starts from ``-FLT_MAX`` and takes a strictly larger element, so the first maximum in
     row-major order wins and a NaN never does (a bin of nothing larger than ``-FLT_MAX`` gives
-    ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is undefined, the library's
-    rule: a box with a NaN coordinate (which the kernel converts to an integer) gives NaN and
-    argmax -1, a batch index outside ``[0, N)`` zeros.
+    ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is undefined, the library's rule: a
+    box with a NaN coordinate (which the kernel converts to an integer) gives NaN and argmax -1, a
+    batch index outside ``[0, N)`` zeros.
     """
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x.shape

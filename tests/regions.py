@@ -312,11 +312,7 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
         out, pullback = jax.vjp(
             lambda m: [row.call(m, boxes, row.layouts[0], **v) for v in variants], maps
         )
-        return (
-            out,
-            pullback([ones_on(o, True) for o in out]),
-            pullback([ones_on(o, False) for o in out]),
-        )
+        return out, *(pullback([ones_on(o, finite) for o in out]) for finite in (True, False))
 
     @jax.jit
     def run(maps, boxes):
