@@ -120,12 +120,8 @@ def adaptive_avg_pool(x, output_size):
     )[0]
 
 
-def to_nxc(a: np.ndarray) -> np.ndarray:
-    return np.moveaxis(a, 1, -1)
-
-
-def to_ncx(a: np.ndarray) -> np.ndarray:
-    return np.moveaxis(a, -1, 1)
+to_nxc = functools.partial(np.moveaxis, source=1, destination=-1)
+to_ncx = functools.partial(np.moveaxis, source=-1, destination=1)
 
 
 @functools.cache
