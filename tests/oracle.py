@@ -22,17 +22,17 @@ _OPSETS = {1: opset1, 8: opset8, 14: opset14, 16: opset16}
 
 
 @functools.cache
-def _compile(builder, shape: tuple[int, ...], dtype: str, attrs: tuple):
-    param = opset8.parameter(list(shape), ov.Type(np.dtype(dtype)))
-    model = ov.Model(builder(param, **dict(attrs)).outputs(), [param])
+def _compile(builder, inputs: tuple[tuple[tuple[int, ...], str], ...], attrs: tuple):
+    params = [opset8.parameter(list(shape), ov.Type(np.dtype(dtype))) for shape, dtype in inputs]
+    model = ov.Model(builder(*params, **dict(attrs)).outputs(), params)
     return _CORE.compile_model(model, "CPU", _CONFIG)
 
 
-def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
-    x = np.ascontiguousarray(x)
-    key = tuple(sorted(attrs.items()))
-    compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, key)
-    result = compiled([x])
+def _run(builder, *inputs: np.ndarray, **attrs) -> list[np.ndarray]:
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    key = tuple((tuple(x.shape), np.dtype(x.dtype).str) for x in inputs)
+    compiled = _compile(builder, key, tuple(sorted(attrs.items())))
+    result = compiled(inputs)
     return [np.asarray(result[out]) for out in compiled.outputs]
 
 
@@ -124,15 +124,6 @@ to_nxc = functools.partial(np.moveaxis, source=1, destination=-1)
 to_ncx = functools.partial(np.moveaxis, source=-1, destination=1)
 
 
-@functools.cache
-def _compile_roi_align(x_shape, rois_shape, attrs):
-    x = opset9.parameter(list(x_shape), ov.Type.f32)
-    rois = opset9.parameter(list(rois_shape), ov.Type.f32)
-    batch = opset9.parameter([rois_shape[0]], ov.Type.i32)
-    node = opset9.roi_align(x, rois, batch, **dict(attrs))
-    return _CORE.compile_model(ov.Model(node.outputs(), [x, rois, batch]), "CPU", _CONFIG)
-
-
 def roi_align(
     x, rois, batch_indices, output_size, *, spatial_scale, sampling_ratio, mode, aligned_mode
 ):
@@ -143,8 +134,7 @@ def roi_align(
     attrs = dict(pooled_h=int(output_size[0]), pooled_w=int(output_size[1]), mode=mode)
     attrs.update(spatial_scale=float(spatial_scale), sampling_ratio=int(sampling_ratio))
     attrs["aligned_mode"] = aligned_mode
-    compiled = _compile_roi_align(inputs[0].shape, inputs[1].shape, tuple(sorted(attrs.items())))
-    return np.asarray(compiled(inputs)[compiled.outputs[0]])
+    return _run(opset9.roi_align, *inputs, **attrs)[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,8 +73,12 @@ def sliding_geometry(
     return kernel, strides, dilations, pads_begin, pads_end, tuple(out_spatial)
 
 
-def _window_of(kernel, strides, dilations, pads_begin, in_spatial):
-    """``o -> `` the spatial coordinates of the input elements of window ``o``."""
+def _sliding(x, *attrs):
+    """``(kernel, pads_begin, pads_end, out_spatial, window_of)`` of a window over NCX ``x``
+    (:func:`sliding_geometry`'s ``attrs``), ``window_of(o)`` the spatial coordinates of the
+    input elements of window ``o``."""
+    in_spatial = x.shape[2:]
+    kernel, strides, dilations, pads_begin, pads_end, out = sliding_geometry(in_spatial, *attrs)
 
     def positions(o):
         taps = (
@@ -86,7 +90,7 @@ def _window_of(kernel, strides, dilations, pads_begin, in_spatial):
         )
         return [p for p in taps if all(0 <= pi < n for pi, n in zip(p, in_spatial))]
 
-    return positions
+    return kernel, pads_begin, pads_end, out, positions
 
 
 def _each(out_spatial, window_of, in_spatial):
@@ -151,10 +155,8 @@ def max_pool(
 ):
     """MaxPool on NCX ``x``: ``(y, indices)`` with int64 indices counted from ``axis``."""
     x = np.asarray(x)
-    kernel, strides, dilations, pads_begin, _, out_spatial = sliding_geometry(
-        x.shape[2:], kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
-    )
-    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
+    window = kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
+    *_, out_spatial, window_of = _sliding(x, *window)
     return _max_over(x, out_spatial, window_of, axis % x.ndim)
 
 
@@ -176,11 +178,9 @@ def avg_pool(
     ceil-mode window beyond ``pads_end``), otherwise the number of input elements.
     """
     x = np.asarray(x)
-    kernel, strides, dilations, pads_begin, pads_end, out_spatial = sliding_geometry(
-        x.shape[2:], kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
-    )
+    window = kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
+    kernel, pads_begin, pads_end, out_spatial, window_of = _sliding(x, *window)
     whole = not exclude_pad and (any(pads_begin) or any(pads_end))
-    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
     return _avg_over(x, out_spatial, window_of, lambda n: math.prod(kernel) if whole else n)
 
 
