@@ -14,6 +14,7 @@ batch, which reads nothing), and ``specs`` give each box array's shape with the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -103,9 +104,8 @@ def with_offsets(rng, count, images):
     return rois, rng.uniform(-0.3, 0.3, (count, 4, 2, 2)).astype(np.float32)
 
 
-def pyramid(rng, count, images):
-    """``(rois [R, 4], batch_indices [R])`` on the 64 x 64 image of :data:`PYRAMID`."""
-    return aligned(rng, count, images, (64, 64))
+# ``(rois [R, 4], batch_indices [R])`` on the 64 x 64 image of :data:`PYRAMID`.
+pyramid = functools.partial(aligned, image=(64, 64))
 
 
 def per_image(rng, count, images):
@@ -141,13 +141,10 @@ def _psroi_pool(maps, boxes, fmt, mode, rounding="openvino", spatial_bins=1):
     (rows,) = boxes
     c = _channels(maps[0], fmt)
     if mode == "bilinear":
-        dim, bins = c // spatial_bins**2, dict(spatial_bins=spatial_bins)
-        return jaxpool.psroi_pool(
-            maps[0], _normalised(rows), dim, 3, mode=mode, **bins, data_format=fmt
-        )
-    return jaxpool.psroi_pool(
-        maps[0], rows, c // 4, 2, spatial_scale=0.9, rounding=rounding, data_format=fmt
-    )
+        args, kwargs = (_normalised(rows), c // spatial_bins**2, 3), dict(spatial_bins=spatial_bins)
+    else:
+        args, kwargs = (rows, c // 4, 2), dict(spatial_scale=0.9, rounding=rounding)
+    return jaxpool.psroi_pool(maps[0], *args, mode=mode, **kwargs, data_format=fmt)
 
 
 def _psroi_align(maps, boxes, fmt, **variant):
@@ -156,16 +153,9 @@ def _psroi_align(maps, boxes, fmt, **variant):
 
 def _deformable(maps, boxes, fmt, offsets):
     rois, given = boxes
-    dim, parts = _channels(maps[0], fmt) // 4, dict(group_size=2, spatial_bins=(1, 2))
-    return jaxpool.deformable_psroi_pool(
-        maps[0],
-        rois,
-        given if offsets else None,
-        output_dim=dim,
-        **parts,
-        trans_std=0.5,
-        data_format=fmt,
-    )
+    attrs = dict(output_dim=_channels(maps[0], fmt) // 4, group_size=2, trans_std=0.5)
+    attrs.update(spatial_bins=(1, 2), offsets=given if offsets else None, data_format=fmt)
+    return jaxpool.deformable_psroi_pool(maps[0], rois, **attrs)
 
 
 def _multilevel(maps, boxes, fmt, **variant):
