@@ -241,7 +241,7 @@ def call_in_layout(fn, x, cfg, **kwargs):
 # Random average poolings that the runtime accepts.
 # --------------------------------------------------------------------------------------------
 
-AVG_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
+AVG_DTYPES = ADAPTIVE_DTYPES
 
 
 def avg_sample(rng, dtype, shape):
@@ -256,7 +256,7 @@ def avg_config(seed):
     rng = np.random.default_rng(seed)
     nd = int(rng.integers(1, 4))
     spatial = [int(v) for v in rng.integers(1, 8 if nd < 3 else 5, nd)]
-    kernel, pads_begin, pads_end = [], [], []
+    window = []  # (kernel, pad at the beginning, pad at the end) per axis
     exclude_pad = bool(rng.integers(2))
     auto_pad = AUTO_PADS[int(rng.integers(4))] if rng.integers(3) else "explicit"
     for length in spatial:
@@ -266,9 +266,8 @@ def avg_config(seed):
         pb, pe = (int(v) for v in rng.integers(0, top + 1, 2))
         while k > length + pb + pe:
             pe += 1
-        kernel.append(k)
-        pads_begin.append(pb)
-        pads_end.append(pe)
+        window.append((k, pb, pe))
+    kernel, pads_begin, pads_end = (list(v) for v in zip(*window))
     rounding_type = ROUNDINGS[int(rng.integers(3))]
     return dict(
         shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),

@@ -548,12 +548,8 @@ def _onnx_corners(plane_shape, y, x):
     x = type(x)(x_low) if x_low == width - 1 else x
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
-    return [
-        (y_low, x_low, hy * hx),
-        (y_low, x_high, hy * lx),
-        (y_high, x_low, ly * hx),
-        (y_high, x_high, ly * lx),
-    ]
+    rows, columns = ((y_low, hy), (y_high, ly)), ((x_low, hx), (x_high, lx))
+    return [(row, column, wy * wx) for row, wy in rows for column, wx in columns]
 
 
 def roi_align_onnx_max(
