@@ -14,17 +14,14 @@ X_NXC = np.zeros((2, 7, 6, 3), np.float32)
 
 def module_called(module, *inputs):
     """Calls an NNX module, or applies a Linen module without variables."""
-    if hasattr(module, "apply"):
-        return module.apply({}, *inputs)
-    return module(*inputs)
+    return module.apply({}, *inputs) if hasattr(module, "apply") else module(*inputs)
 
 
 # fmt: off
 ROWS = [
     row("nn.MaxPool-rounding_type", module_called, pnn.MaxPool(2, rounding_type="round"), X_NXC,
         error=V, match=r"`rounding_type` \(='round'\)"),
-    # An int kernel fixes no number of spatial axes, so the input has one batch axis: rank 6 is
-    # refused.
+    # An int kernel keeps one batch axis: rank 6 would be 4-D.
     row("nn.MaxPool-int-kernel-rank", module_called, pnn.MaxPool(2),
         np.zeros((1, 2, 4, 4, 4, 3), np.float32), error=V, match="rank"),
     row("nn.MaxPool-x-strings", module_called, pnn.MaxPool((2, 2)), S_X, error=T,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -192,9 +193,11 @@ def flax_row(name, x, kernel, strides=None, id="", **kwargs):
         flax["padding"] = "SAME"
     if "exclude_pad" in kwargs:
         flax["count_include_pad"] = not kwargs["exclude_pad"]
-    kwargs = dict(kernel=kernel, strides=strides or (1,) * len(kernel), **kwargs)
+    kwargs = dict(strides=strides or (1,) * len(kernel), **kwargs)
     shape = "x".join(map(str, x.shape))
-    return pytest.param(name, x, kwargs, flax, id=f"{name}-{shape}-{flax.get('padding', '')}{id}")
+    return pytest.param(
+        name, x, kernel, kwargs, flax, id=f"{name}-{shape}-{flax.get('padding', '')}{id}"
+    )
 
 
 ARANGE = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
@@ -222,18 +225,11 @@ FLAX_ROWS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name,x,kwargs,flax_kwargs", FLAX_ROWS)
-def test_pools_match_flax(name, x, kwargs, flax_kwargs):
+@pytest.mark.parametrize("name,x,kernel,kwargs,flax_kwargs", FLAX_ROWS)
+def test_pools_match_flax(name, x, kernel, kwargs, flax_kwargs):
     fn, flax_pool = function_of(name), getattr(flax_pooling, function_of(name).__name__)
-    kwargs = dict(kwargs)
-    kernel = kwargs.pop("kernel")
-
-    def ours(x):
-        return fn(x, kernel, data_format="NXC", **kwargs)
-
-    def theirs(x):
-        return flax_pool(x, **flax_kwargs)
-
+    ours = functools.partial(fn, kernel=kernel, data_format="NXC", **kwargs)
+    theirs = functools.partial(flax_pool, **flax_kwargs)
     module = getattr(pnn, name)(kernel, **kwargs)
     linen_module = getattr(pnn.linen, name)(kernel, **kwargs)
 
