@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
+import re
 
 import pytest
 
@@ -59,16 +60,12 @@ IMPORTERS = {
     "openvino.layer": "xml_or_type, attrs=None, *, index_element_type=None",
     "onnx.node": "node, *, index_element_type=None, opset=None",
 }
-# Module -> (function, the function's array arguments, which the module's call takes).
-MODULES = {
-    "MaxPool": ("max_pool", ("x",)),
-    "MinPool": ("min_pool", ("x",)),
-    "AvgPool": ("avg_pool", ("x",)),
-    "AdaptiveMaxPool": ("adaptive_max_pool", ("x",)),
-    "AdaptiveAvgPool": ("adaptive_avg_pool", ("x",)),
-    "MaxUnpool": ("max_unpool", ("y", "indices", "output_shape")),
-    "LpPool": ("lp_pool", ("x",)),
-}
+# Module -> its function's array arguments, which the module's call takes (the function of
+# `MaxPool` is `max_pool`).
+MODULES = dict.fromkeys(
+    ["MaxPool", "MinPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool"], ("x",)
+)
+MODULES.update(MaxUnpool=("y", "indices", "output_shape"), LpPool=("x",))
 PUBLIC_MODULES = [
     jaxpool,
     jaxpool.openvino,
@@ -135,7 +132,7 @@ def test_modules_take_the_functions_options(name):
     Equinox: a keyword-only `num_spatial_dims` ahead of the keyword-only options, and neither
     `data_format` nor `axis` (NCX, indices in each channel's plane); its `MaxUnpool` keeps
     `combine` only."""
-    function, arrays = MODULES[name]
+    arrays, function = MODULES[name], re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
     options = [p for p in _specified(SIGNATURES[function]) if p[0] not in arrays]
     flax = [(n, kind, "NXC" if n == "data_format" else d) for n, kind, d in options]
     nnx = getattr(jaxpool.nn, name)
