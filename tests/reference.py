@@ -136,9 +136,7 @@ def _avg_over(x, out_spatial, window_of, divisor_of):
         if divisor := divisor_of(flat.size):
             with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in the op
                 y[at] = planes[:, :, flat].sum(-1) / divisor
-    if np.issubdtype(x.dtype, np.integer):
-        return np.round(y).astype(x.dtype)
-    return y.astype(x.dtype)
+    return (np.round(y) if np.issubdtype(x.dtype, np.integer) else y).astype(x.dtype)
 
 
 def max_pool(
@@ -490,8 +488,7 @@ def deformable_psroi_pool(
     gs, (bins_y, bins_x) = group_size, _pair(spatial_bins)
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), output_dim, gs, gs), np.float64)
-    classes = 1 if offsets is None else offsets.shape[1] // 2
-    part = 1 if offsets is None else offsets.shape[2]
+    classes, part = (1, 1) if offsets is None else (offsets.shape[1] // 2, offsets.shape[2])
     for r, row in enumerate(np.asarray(rois, np.float64)):
         b = math.trunc(row[0])
         if b == -1:
@@ -618,8 +615,7 @@ def roi_align_onnx_max(
 
 
 def _boxes(rois, n):
-    """``(r, batch index, box)`` of each finite ``[K, 5]`` box whose batch index lies in
-    ``[0, N)``."""
+    """``(r, batch index, box)`` of each finite ``[K, 5]`` box with a batch index in ``[0, N)``."""
     for r, box in enumerate(np.asarray(rois, np.float64)):
         if not np.isnan(box).any() and 0 <= int(box[0]) < n:
             yield r, int(box[0]), box
@@ -689,9 +685,7 @@ def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
 
 def _ps_bins(rois, x_shape, output_size, spatial_scale, last):
     """``((r, c, i, j), (b, input channel, rows, columns))`` of every non-empty bin of
-    ``ps_roi_pool``: the box spans ``max(x_2 - x_1, 1)`` elements; bin ``(i, j)`` of output
-    channel ``c`` reads input channel ``(c * out_h + i) * out_w + j``, each edge clipped to
-    ``[0, H - last]``."""
+    ``ps_roi_pool``, each edge clipped to ``[0, H - last]``."""
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x_shape
     for r, b, box in _boxes(rois, n):
