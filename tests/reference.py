@@ -281,12 +281,7 @@ def _align_samples(
         return None
     ys = corners[1] + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
     xs = corners[0] + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
-    shape = (out_h, out_w, grid_h, grid_w)
-    samples = _bilinear(
-        planes,
-        np.broadcast_to(ys[:, None, :, None], shape),
-        np.broadcast_to(xs[None, :, None, :], shape),
-    )
+    samples = _bilinear(planes, *np.broadcast_arrays(ys[:, None, :, None], xs[None, :, None, :]))
     return samples.reshape(*samples.shape[:-2], grid_h * grid_w)
 
 

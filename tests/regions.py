@@ -66,9 +66,8 @@ class Row:
 
     def outputs(self, maps, boxes, data_format: str) -> tuple[Any, ...]:
         """The row's outputs in ``data_format``: one per variant of the layout."""
-        return tuple(
-            self.call(maps, boxes, data_format, **v) for v in self.variants_in(data_format)
-        )
+        variants = self.variants_in(data_format)
+        return tuple(self.call(maps, boxes, data_format, **v) for v in variants)
 
 
 def _batch(rng: np.random.Generator, count: int, images: int) -> np.ndarray:

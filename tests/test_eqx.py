@@ -15,8 +15,7 @@ import pytest
 import jaxpool
 from jaxpool.nn import eqx as peqx
 
-RNG = np.random.default_rng(20261124)
-X = jnp.asarray(RNG.standard_normal((4, 3, 9, 7)), jnp.float32)  # a batch of (C, H, W)
+X = jnp.asarray(np.random.default_rng(20261124).standard_normal((4, 3, 9, 7)), jnp.float32)
 
 
 def _batched(module, x):
@@ -67,10 +66,9 @@ def test_max_unpool_consumes_the_modules_indices():
     y, i = jax.vmap(pool)(X)
     got = jax.vmap(lambda y, i: unpool(y, i, X.shape[1:]))(y, i)
     np.testing.assert_array_equal(got, jaxpool.max_unpool(y, i, X.shape, axis=2))
-    best = jax.vmap(
-        lambda y, i: peqx.MaxUnpool(num_spatial_dims=2, combine="max")(y, i, X.shape[1:])
-    )
-    np.testing.assert_array_equal(best(y, i), got)  # no overlap: max and sum agree
+    maxed = peqx.MaxUnpool(num_spatial_dims=2, combine="max")
+    best = jax.vmap(lambda y, i: maxed(y, i, X.shape[1:]))(y, i)
+    np.testing.assert_array_equal(best, got)  # no overlap: max and sum agree
 
 
 def test_filter_grad_reaches_the_argmax_and_matches_equinox_where_the_semantics_agree():
