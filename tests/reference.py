@@ -331,8 +331,7 @@ def ps_roi_align(
 
 
 def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, grid):
-    """ROIAlign of box ``r`` on the ``(float64 NCX map, spatial scale)`` that ``map_of(r)``
-    gives (``None``: zeros)."""
+    """ROIAlign of box ``r`` on the ``(float64 NCX map, spatial scale)`` ``map_of(r)``, or zeros."""
     out = np.zeros((len(rois), channels, *output_size), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
         chosen, b = map_of(r), int(batch_indices[r])
@@ -500,8 +499,7 @@ def deformable_psroi_pool(
             dx = dy = 0.0
             if offsets is not None:
                 k, p, q = c // (output_dim // classes), i * part // gs, j * part // gs
-                dx = float(offsets[r, 2 * k, p, q]) * trans_std
-                dy = float(offsets[r, 2 * k + 1, p, q]) * trans_std
+                dx, dy = (float(offsets[r, 2 * k + e, p, q]) * trans_std for e in (0, 1))
             left = j * bin_w + start_x + dx * roi_w
             top = i * bin_h + start_y + dy * roi_h
             plane = wide[b, (c * gs + i) * gs + j]
