@@ -41,11 +41,11 @@ def without_layout(attrs):
     return {k: v for k, v in attrs.items() if k != "data_format"}
 
 
+ROUNDINGS = ("floor", "ceil", "ceil_torch")
+AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
 # Mostly valid values, sometimes invalid ones (wrong case, wrong type, out of range).
-ROUNDING = st.sampled_from(["floor", "ceil", "ceil_torch"] * 6 + ["FLOOR", "Ceil", "round", 1])
-AUTO_PAD = st.sampled_from(
-    ["explicit", "valid", "same_upper", "same_lower"] * 5 + ["SAME", "Same_Upper", None]
-)
+ROUNDING = st.sampled_from([*ROUNDINGS] * 6 + ["FLOOR", "Ceil", "round", 1])
+AUTO_PAD = st.sampled_from([*AUTO_PADS] * 5 + ["SAME", "Same_Upper", None])
 LAYOUT = st.sampled_from(["NCX"] * 5 + ["NXC"] * 5 + ["ncx"])
 SPECIAL = [np.nan, np.inf, -np.inf]
 
@@ -121,23 +121,16 @@ def valid_sliding(x, attrs):
         and _valid_per_axis(attrs["pads_begin"], nd, 0)
         and _valid_per_axis(attrs["pads_end"], nd, 0)
         and _valid_per_axis(attrs.get("dilations", 1), nd, 1)
-        and attrs["rounding_type"] in ("floor", "ceil", "ceil_torch")
-        and attrs["auto_pad"] in ("explicit", "valid", "same_upper", "same_lower")
+        and attrs["rounding_type"] in ROUNDINGS
+        and attrs["auto_pad"] in AUTO_PADS
         and attrs["data_format"] in ("NCX", "NXC")
     )
     if not ok:
         return False
+    window = [attrs[k] for k in ("kernel", "strides", "pads_begin", "pads_end")]
+    rules = attrs.get("dilations"), attrs["rounding_type"], attrs["auto_pad"]
     try:
-        reference.sliding_geometry(
-            x.shape[2:],
-            attrs["kernel"],
-            attrs["strides"],
-            attrs["pads_begin"],
-            attrs["pads_end"],
-            attrs.get("dilations"),
-            attrs["rounding_type"],
-            attrs["auto_pad"],
-        )
+        reference.sliding_geometry(x.shape[2:], *window, *rules)
     except reference.Invalid:
         return False
     return True
@@ -193,16 +186,17 @@ def _sample(rng, dtype, shape, int32_range):
     for name, (low, high) in {"int8": (-128, 128), "uint8": (0, 256), "int32": int32_range}.items():
         if dtype == name:
             return rng.integers(low, high, shape).astype(name)
-    values = rng.standard_normal(shape).astype(np.float32)
-    return values.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    return rng.standard_normal(shape).astype(np.float32).astype(_numpy_dtype(dtype))
+
+
+def _numpy_dtype(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else name
 
 
 def adaptive_sample(rng, dtype, shape, ties=False):
     """Random NCX data of ``dtype``; ``ties`` draws from few values (many ties)."""
     if ties:
-        return rng.integers(0, 3, shape).astype(
-            ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
-        )
+        return rng.integers(0, 3, shape).astype(_numpy_dtype(dtype))
     return _sample(rng, dtype, shape, (-10_000, 10_000))
 
 
@@ -215,15 +209,9 @@ def adaptive_config(seed):
     spatial = [int(v) for v in rng.integers(1, top + 1, nd)]
     output_size = []
     for length in spatial:
-        kind = int(rng.integers(6))
-        if kind == 0:
-            output_size.append(None)
-        elif kind == 1:
-            output_size.append(1)
-        elif kind == 2:  # larger than the input
-            output_size.append(length + int(rng.integers(1, 4)))
-        else:
-            output_size.append(int(rng.integers(1, length + 1)))
+        kind = int(rng.integers(6))  # None, 1, larger than the input, or up to its size
+        extra, high = (length, 4) if kind == 2 else (0, length + 1)
+        output_size.append((None, 1)[kind] if kind < 2 else extra + int(rng.integers(1, high)))
     return dict(
         shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),
         output_size=output_size,
@@ -242,25 +230,18 @@ def runtime_size(cfg):
 def call_in_layout(fn, x, cfg, **kwargs):
     """Runs ``fn(x, cfg["output_size"])`` on NCX ``x`` in the config's layout and returns NCX
     NumPy outputs."""
-    nxc = cfg["data_format"] == "NXC"
-    out = fn(
-        to_layout(x, cfg["data_format"]),
-        cfg["output_size"],
-        data_format=cfg["data_format"],
-        **kwargs,
+    fmt = cfg["data_format"]
+    out = fn(to_layout(x, fmt), cfg["output_size"], data_format=fmt, **kwargs)
+    return (
+        tuple(from_layout(o, fmt) for o in out) if isinstance(out, tuple) else from_layout(out, fmt)
     )
-    outs = out if isinstance(out, tuple) else (out,)
-    outs = tuple(from_layout(o, "NXC") if nxc else np.asarray(o) for o in outs)
-    return outs if isinstance(out, tuple) else outs[0]
 
 
 # --------------------------------------------------------------------------------------------
 # Random average poolings that the runtime accepts.
 # --------------------------------------------------------------------------------------------
 
-ROUNDINGS = ("floor", "ceil", "ceil_torch")
-AUTO_PADS = ("explicit", "valid", "same_upper", "same_lower")
-AVG_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32")
+AVG_DTYPES = ADAPTIVE_DTYPES
 
 
 def avg_sample(rng, dtype, shape):
@@ -275,7 +256,7 @@ def avg_config(seed):
     rng = np.random.default_rng(seed)
     nd = int(rng.integers(1, 4))
     spatial = [int(v) for v in rng.integers(1, 8 if nd < 3 else 5, nd)]
-    kernel, pads_begin, pads_end = [], [], []
+    window = []  # (kernel, pad at the beginning, pad at the end) per axis
     exclude_pad = bool(rng.integers(2))
     auto_pad = AUTO_PADS[int(rng.integers(4))] if rng.integers(3) else "explicit"
     for length in spatial:
@@ -285,9 +266,8 @@ def avg_config(seed):
         pb, pe = (int(v) for v in rng.integers(0, top + 1, 2))
         while k > length + pb + pe:
             pe += 1
-        kernel.append(k)
-        pads_begin.append(pb)
-        pads_end.append(pe)
+        window.append((k, pb, pe))
+    kernel, pads_begin, pads_end = (list(v) for v in zip(*window))
     rounding_type = ROUNDINGS[int(rng.integers(3))]
     return dict(
         shape=(int(rng.integers(1, 3)), int(rng.integers(1, 4)), *spatial),
@@ -338,12 +318,7 @@ def form_config(form, data_format):
 # Random ONNX sliding windows that ONNX Runtime runs as specified.
 # --------------------------------------------------------------------------------------------
 
-ONNX_AUTO_PADS = {
-    "NOTSET": "explicit",
-    "VALID": "valid",
-    "SAME_UPPER": "same_upper",
-    "SAME_LOWER": "same_lower",
-}
+ONNX_AUTO_PADS = dict(zip(("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"), AUTO_PADS))
 
 
 def onnx_window(rng):
@@ -368,20 +343,11 @@ def onnx_window(rng):
             dilations = [1] * nd
             if any((-(-n // s) - 1) * s + k < n for n, s, k in zip(in_spatial, strides, kernel)):
                 continue
-        attrs = dict(
-            kernel_shape=kernel,
-            strides=strides,
-            dilations=dilations,
-            ceil_mode=ceil_mode,
-            auto_pad=auto_pad,
-        )
-        kwargs = dict(
-            kernel=kernel,
-            strides=strides,
-            dilations=dilations,
-            rounding_type="ceil_torch" if ceil_mode else "floor",
-            auto_pad=ONNX_AUTO_PADS[auto_pad],
-        )
+        kwargs = dict(kernel=kernel, strides=strides, dilations=dilations)
+        attrs = dict(kernel_shape=kernel, strides=strides, dilations=dilations, ceil_mode=ceil_mode)
+        attrs["auto_pad"] = auto_pad
+        kwargs["rounding_type"] = "ceil_torch" if ceil_mode else "floor"
+        kwargs["auto_pad"] = ONNX_AUTO_PADS[auto_pad]
         if auto_pad == "NOTSET":
             attrs["pads"] = pads_begin + pads_end
             kwargs.update(pads_begin=pads_begin, pads_end=pads_end)
@@ -421,15 +387,28 @@ COLLECTIVE = re.compile(
 )
 
 
-def check_box_derivatives(f, rois, rng):
-    """``f``'s forward derivative in the float64 boxes ``rois`` against central differences
-    (and not all zero), and its reverse derivative as the forward one's adjoint."""
+def check_box_derivatives(functions, rois, rng):
+    """The forward derivative of each function (one, or a dict of named ones) in the float64
+    boxes ``rois`` against central differences (and not all zero), and its reverse derivative
+    as the forward one's adjoint, all of them in one program."""
+    if callable(functions):
+        functions = {"": functions}
     u = jnp.asarray(rng.standard_normal(rois.shape))
-    y, jvp = jax.jvp(f, (rois,), (u,))
+    w = {k: rng.standard_normal(jax.eval_shape(f, rois).shape) for k, f in functions.items()}
     eps = 1e-6
-    diff = (f(rois + eps * u) - f(rois - eps * u)) / (2 * eps)
-    np.testing.assert_allclose(jvp, diff, atol=1e-6)
-    assert np.abs(np.asarray(jvp)).max() > 0
-    w = jnp.asarray(rng.standard_normal(y.shape))
-    (vjp,) = jax.vjp(f, rois)[1](w)
-    np.testing.assert_allclose(jnp.vdot(jvp, w), jnp.vdot(u, vjp), rtol=1e-10)
+
+    @jax.jit
+    def derivatives(r, u, w):
+        out = {}
+        for name, f in functions.items():
+            _, jvp = jax.jvp(f, (r,), (u,))
+            (vjp,) = jax.vjp(f, r)[1](w[name])
+            out[name] = jvp, (f(r + eps * u) - f(r - eps * u)) / (2 * eps), vjp
+        return out
+
+    for name, (jvp, diff, vjp) in derivatives(rois, u, w).items():
+        np.testing.assert_allclose(jvp, diff, atol=1e-6, err_msg=name)
+        assert np.abs(np.asarray(jvp)).max() > 0, name
+        np.testing.assert_allclose(
+            jnp.vdot(jvp, w[name]), jnp.vdot(u, vjp), rtol=1e-10, err_msg=name
+        )

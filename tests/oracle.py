@@ -14,6 +14,7 @@ import openvino.opset8 as opset8
 import openvino.opset9 as opset9
 import openvino.opset14 as opset14
 import openvino.opset16 as opset16
+from reference import _per_axis
 
 _CORE = ov.Core()
 _CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
@@ -21,26 +22,18 @@ _OPSETS = {1: opset1, 8: opset8, 14: opset14, 16: opset16}
 
 
 @functools.cache
-def _compile(builder, shape: tuple[int, ...], dtype: str, attrs: tuple):
-    param = opset8.parameter(list(shape), ov.Type(np.dtype(dtype)))
-    model = ov.Model(builder(param, **dict(attrs)).outputs(), [param])
+def _compile(builder, inputs: tuple[tuple[tuple[int, ...], str], ...], attrs: tuple):
+    params = [opset8.parameter(list(shape), ov.Type(np.dtype(dtype))) for shape, dtype in inputs]
+    model = ov.Model(builder(*params, **dict(attrs)).outputs(), params)
     return _CORE.compile_model(model, "CPU", _CONFIG)
 
 
-def _run(builder, x: np.ndarray, **attrs) -> list[np.ndarray]:
-    x = np.ascontiguousarray(x)
-    key = tuple(sorted(attrs.items()))
-    compiled = _compile(builder, tuple(x.shape), np.dtype(x.dtype).str, key)
-    result = compiled([x])
+def _run(builder, *inputs: np.ndarray, **attrs) -> list[np.ndarray]:
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    key = tuple((tuple(x.shape), np.dtype(x.dtype).str) for x in inputs)
+    compiled = _compile(builder, key, tuple(sorted(attrs.items())))
+    result = compiled(inputs)
     return [np.asarray(result[out]) for out in compiled.outputs]
-
-
-def _per_axis(value, nd, default):
-    if value is None:
-        return (default,) * nd
-    if isinstance(value, int):
-        return (value,) * nd
-    return tuple(value)
 
 
 def _window(x, kernel, strides, pads_begin, pads_end, dilations=None, **attrs):
@@ -116,33 +109,19 @@ def _adaptive_node(param, *, kind, output_size, index_element_type):
 def adaptive_max_pool(x, output_size, *, index_element_type="i32"):
     """OpenVINO AdaptiveMaxPool-8 on NCX ``x``: ``(y, indices)`` (the CPU plugin compiles it
     with i32 indices only)."""
-    size = tuple(output_size)
-    return _run(
-        _adaptive_node, x, kind="max", output_size=size, index_element_type=index_element_type
-    )
+    size, index = tuple(output_size), index_element_type
+    return _run(_adaptive_node, x, kind="max", output_size=size, index_element_type=index)
 
 
 def adaptive_avg_pool(x, output_size):
     """OpenVINO AdaptiveAvgPool-8 on NCX ``x``."""
-    size = tuple(output_size)
-    return _run(_adaptive_node, x, kind="avg", output_size=size, index_element_type="i32")[0]
+    return _run(
+        _adaptive_node, x, kind="avg", output_size=tuple(output_size), index_element_type="i32"
+    )[0]
 
 
-def to_nxc(a: np.ndarray) -> np.ndarray:
-    return np.moveaxis(a, 1, -1)
-
-
-def to_ncx(a: np.ndarray) -> np.ndarray:
-    return np.moveaxis(a, -1, 1)
-
-
-@functools.cache
-def _compile_roi_align(x_shape, rois_shape, attrs):
-    x = opset9.parameter(list(x_shape), ov.Type.f32)
-    rois = opset9.parameter(list(rois_shape), ov.Type.f32)
-    batch = opset9.parameter([rois_shape[0]], ov.Type.i32)
-    node = opset9.roi_align(x, rois, batch, **dict(attrs))
-    return _CORE.compile_model(ov.Model(node.outputs(), [x, rois, batch]), "CPU", _CONFIG)
+to_nxc = functools.partial(np.moveaxis, source=1, destination=-1)
+to_ncx = functools.partial(np.moveaxis, source=-1, destination=1)
 
 
 def roi_align(
@@ -150,21 +129,12 @@ def roi_align(
 ):
     """OpenVINO ROIAlign-9 on NCX ``x`` (float32), ``(x_1, y_1, x_2, y_2)`` boxes and their
     batch indices (all in ``[0, N)``)."""
-    inputs = [
-        np.ascontiguousarray(x, np.float32),
-        np.ascontiguousarray(rois, np.float32),
-        np.asarray(batch_indices, np.int32),
-    ]
-    attrs = dict(
-        pooled_h=int(output_size[0]),
-        pooled_w=int(output_size[1]),
-        spatial_scale=float(spatial_scale),
-        sampling_ratio=int(sampling_ratio),
-        mode=mode,
-        aligned_mode=aligned_mode,
-    )
-    compiled = _compile_roi_align(inputs[0].shape, inputs[1].shape, tuple(sorted(attrs.items())))
-    return np.asarray(compiled(inputs)[compiled.outputs[0]])
+    inputs = [np.ascontiguousarray(a, np.float32) for a in (x, rois)]
+    inputs.append(np.asarray(batch_indices, np.int32))
+    attrs = dict(pooled_h=int(output_size[0]), pooled_w=int(output_size[1]), mode=mode)
+    attrs.update(spatial_scale=float(spatial_scale), sampling_ratio=int(sampling_ratio))
+    attrs["aligned_mode"] = aligned_mode
+    return _run(opset9.roi_align, *inputs, **attrs)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,13 +205,9 @@ def roi_feature_extractor(
     more) and ``(x_1, y_1, x_2, y_2)`` ``rois`` in image pixels."""
     rois = np.ascontiguousarray(rois, np.float32)
     levels = [np.ascontiguousarray(level, np.float32) for level in levels]
+    shapes, scales = tuple(level.shape for level in levels), tuple(int(s) for s in pyramid_scales)
     compiled = _compile_extractor(
-        rois.shape,
-        tuple(level.shape for level in levels),
-        int(output_size),
-        int(sampling_ratio),
-        tuple(int(s) for s in pyramid_scales),
-        bool(aligned),
+        rois.shape, shapes, int(output_size), int(sampling_ratio), scales, bool(aligned)
     )
     result = compiled([rois, *levels])
     return tuple(np.asarray(result[out]) for out in compiled.outputs)

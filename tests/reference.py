@@ -73,8 +73,12 @@ def sliding_geometry(
     return kernel, strides, dilations, pads_begin, pads_end, tuple(out_spatial)
 
 
-def _window_of(kernel, strides, dilations, pads_begin, in_spatial):
-    """``o -> `` the spatial coordinates of the input elements of window ``o``."""
+def _sliding(x, *attrs):
+    """``(kernel, pads_begin, pads_end, out_spatial, window_of)`` of a window over NCX ``x``
+    (:func:`sliding_geometry`'s ``attrs``), ``window_of(o)`` the spatial coordinates of the
+    input elements of window ``o``."""
+    in_spatial = x.shape[2:]
+    kernel, strides, dilations, pads_begin, pads_end, out = sliding_geometry(in_spatial, *attrs)
 
     def positions(o):
         taps = (
@@ -86,7 +90,7 @@ def _window_of(kernel, strides, dilations, pads_begin, in_spatial):
         )
         return [p for p in taps if all(0 <= pi < n for pi, n in zip(p, in_spatial))]
 
-    return positions
+    return kernel, pads_begin, pads_end, out, positions
 
 
 def _each(out_spatial, window_of, in_spatial):
@@ -96,7 +100,7 @@ def _each(out_spatial, window_of, in_spatial):
         yield (slice(None), slice(None), *o), np.array(flat, np.int64)
 
 
-def _wide(x):
+def _wide(x):  # float64 or int64
     return x.astype(np.int64) if np.issubdtype(x.dtype, np.integer) else x.astype(np.float64)
 
 
@@ -132,9 +136,7 @@ def _avg_over(x, out_spatial, window_of, divisor_of):
         if divisor := divisor_of(flat.size):
             with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in the op
                 y[at] = planes[:, :, flat].sum(-1) / divisor
-    if np.issubdtype(x.dtype, np.integer):
-        return np.round(y).astype(x.dtype)
-    return y.astype(x.dtype)
+    return (np.round(y) if np.issubdtype(x.dtype, np.integer) else y).astype(x.dtype)
 
 
 def max_pool(
@@ -151,10 +153,8 @@ def max_pool(
 ):
     """MaxPool on NCX ``x``: ``(y, indices)`` with int64 indices counted from ``axis``."""
     x = np.asarray(x)
-    kernel, strides, dilations, pads_begin, _, out_spatial = sliding_geometry(
-        x.shape[2:], kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
-    )
-    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
+    window = kernel, strides, pads_begin, pads_end, dilations, rounding_type, auto_pad
+    *_, out_spatial, window_of = _sliding(x, *window)
     return _max_over(x, out_spatial, window_of, axis % x.ndim)
 
 
@@ -176,11 +176,9 @@ def avg_pool(
     ceil-mode window beyond ``pads_end``), otherwise the number of input elements.
     """
     x = np.asarray(x)
-    kernel, strides, dilations, pads_begin, pads_end, out_spatial = sliding_geometry(
-        x.shape[2:], kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
-    )
+    window = kernel, strides, pads_begin, pads_end, None, rounding_type, auto_pad
+    kernel, pads_begin, pads_end, out_spatial, window_of = _sliding(x, *window)
     whole = not exclude_pad and (any(pads_begin) or any(pads_end))
-    window_of = _window_of(kernel, strides, dilations, pads_begin, x.shape[2:])
     return _avg_over(x, out_spatial, window_of, lambda n: math.prod(kernel) if whole else n)
 
 
@@ -194,9 +192,8 @@ def _adaptive(x, output_size):
     in_spatial = x.shape[2:]
     if np.ndim(output_size) == 0:
         output_size = (output_size,) * len(in_spatial)
-    out_spatial = tuple(
-        n if o is None else int(o) for n, o in zip(in_spatial, output_size, strict=True)
-    )
+    sizes = zip(in_spatial, output_size, strict=True)
+    out_spatial = tuple(n if o is None else int(o) for n, o in sizes)
     bins = [adaptive_bins(n, o) for n, o in zip(in_spatial, out_spatial)]
     return out_spatial, lambda o: list(
         itertools.product(*(range(*bins[i][oi]) for i, oi in enumerate(o)))
@@ -216,8 +213,7 @@ def adaptive_avg_pool(x, output_size):
 
 
 def max_unpool(y, indices, output_shape, *, axis=0):
-    """Scatter-add of NCX ``y`` to the positions ``indices`` (taken with ``axis``) of a zero
-    tensor of NCX ``output_shape``."""
+    """Scatter-add of NCX ``y`` at ``indices`` (taken with ``axis``) into ``output_shape``."""
     y = np.asarray(y)
     axis %= len(output_shape)
     channels, size = output_shape[1], math.prod(output_shape[2:])
@@ -235,9 +231,7 @@ def _pair(output_size):
 
 
 def _bilinear(planes, y, x):
-    """Bilinear samples of float64 ``planes [..., H, W]`` at the points ``(y, x)`` (arrays of
-    one shape ``S``): ``[..., *S]``.
-
+    """Samples ``[..., *S]`` of float64 ``planes [..., H, W]`` at points ``(y, x)`` of shape ``S``:
     torchvision's ``bilinear_interpolate``, which OpenVINO's ROIAlign and its feature-pyramid
     extractor share: a point below -1 or past ``H`` (``W``) reads 0, one in ``[-1, 0]`` is
     moved to 0, one at or past the last element reads that element.
@@ -262,9 +256,8 @@ def _bilinear(planes, y, x):
 
 
 def _bins_and_counts(corners, output_size, sampling_ratio, at_least_one):
-    """ROIAlign's bin sizes ``(bin_h, bin_w)`` of a box with ``corners`` ``(x_1, y_1, x_2,
-    y_2)`` and its samples per axis: ``sampling_ratio``, or ``ceil(bin size)`` (0 or negative
-    for a box of zero or negative size)."""
+    """ROIAlign's bin sizes ``(bin_h, bin_w)`` of a box and its samples per axis (0 or negative
+    for a box of zero or negative size, whatever its size with ``sampling_ratio=0``)."""
     x1, y1, x2, y2 = corners
     width, height = x2 - x1, y2 - y1
     if at_least_one:
@@ -277,13 +270,7 @@ def _align_samples(
     planes, box, spatial_scale, output_size, sampling_ratio, aligned_mode, at_least_one
 ):
     """ROIAlign's samples of every bin of one ``(x_1, y_1, x_2, y_2)`` box on ``planes``:
-    ``[..., out_h, out_w, s_y * s_x]``, or ``None`` where a count ``s`` is not positive.
-
-    Corners ``x * spatial_scale`` (``"asymmetric"``), ``x * spatial_scale - 0.5``
-    (``"half_pixel_for_nn"``) or ``(x + 0.5) * spatial_scale - 0.5`` (``"half_pixel"``); with
-    ``at_least_one`` the box's width and height are at least 1.  ``sampling_ratio=0``: ``s =
-    ceil(bin size)`` per axis, whatever the box's size.
-    """
+    ``[..., out_h, out_w, s_y * s_x]``, or ``None`` where a count ``s`` is not positive."""
     (out_h, out_w), source = output_size, 0.5 if aligned_mode == "half_pixel" else 0.0
     target = 0.0 if aligned_mode == "asymmetric" else -0.5
     corners = [(float(v) + source) * spatial_scale + target for v in box]
@@ -294,12 +281,7 @@ def _align_samples(
         return None
     ys = corners[1] + np.arange(out_h)[:, None] * bin_h + (np.arange(grid_h) + 0.5) * bin_h / grid_h
     xs = corners[0] + np.arange(out_w)[:, None] * bin_w + (np.arange(grid_w) + 0.5) * bin_w / grid_w
-    shape = (out_h, out_w, grid_h, grid_w)
-    samples = _bilinear(
-        planes,
-        np.broadcast_to(ys[:, None, :, None], shape),
-        np.broadcast_to(xs[None, :, None, :], shape),
-    )
+    samples = _bilinear(planes, *np.broadcast_arrays(ys[:, None, :, None], xs[None, :, None, :]))
     return samples.reshape(*samples.shape[:-2], grid_h * grid_w)
 
 
@@ -327,6 +309,7 @@ def ps_roi_align(
     out_h, out_w = output_size
     n, channels, _, _ = x.shape
     dim = channels // (out_h * out_w)
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric"
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
@@ -338,15 +321,7 @@ def ps_roi_align(
             if 0 in _bins_and_counts(corners, output_size, sampling_ratio, False)[1]:
                 out[r] = np.nan
                 continue
-        samples = _align_samples(
-            wide[b],
-            box,
-            spatial_scale,
-            output_size,
-            sampling_ratio,
-            aligned_mode,
-            aligned_mode == "asymmetric",
-        )
+        samples = _align_samples(wide[b], box, spatial_scale, output_size, *grid)
         if samples is not None:
             # Bin (i, j) of output channel c from input channel (c * out_h + i) * out_w + j.
             every = samples.mean(-1).reshape(dim, out_h, out_w, out_h, out_w)
@@ -355,15 +330,14 @@ def ps_roi_align(
     return out.astype(x.dtype)
 
 
-def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, **grid):
-    """ROIAlign of each box on the float64 NCX map and with the spatial scale that
-    ``map_of(r)`` gives for box ``r`` (``None``: the box gives zeros)."""
+def _roi_align_boxes(rois, batch_indices, output_size, channels, map_of, mode, grid):
+    """ROIAlign of box ``r`` on the ``(float64 NCX map, spatial scale)`` ``map_of(r)``, or zeros."""
     out = np.zeros((len(rois), channels, *output_size), np.float64)
     for r, box in enumerate(np.asarray(rois, np.float64)):
         chosen, b = map_of(r), int(batch_indices[r])
         if chosen is None or not 0 <= b < chosen[0].shape[0]:
             continue
-        samples = _align_samples(chosen[0][b], box, chosen[1], output_size, **grid)
+        samples = _align_samples(chosen[0][b], box, chosen[1], output_size, *grid)
         if samples is not None:
             # The runtime's max starts from 0: a bin of negative samples gives 0.
             out[r] = samples.mean(-1) if mode == "avg" else np.maximum(samples.max(-1), 0.0)
@@ -389,17 +363,10 @@ def roi_align(
     NaN or reads out of bounds: a bin with no samples gives 0, a batch index outside ``[0, N)``
     zeros.
     """
-    wide = np.asarray(x, np.float64)
+    wide, size = np.asarray(x, np.float64), _pair(output_size)
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric"
     out = _roi_align_boxes(
-        rois,
-        batch_indices,
-        _pair(output_size),
-        x.shape[1],
-        lambda r: (wide, spatial_scale),
-        mode,
-        sampling_ratio=sampling_ratio,
-        aligned_mode=aligned_mode,
-        at_least_one=aligned_mode == "asymmetric",
+        rois, batch_indices, size, x.shape[1], lambda r: (wide, spatial_scale), mode, grid
     )
     return out.astype(x.dtype)
 
@@ -418,24 +385,16 @@ def pyramid_levels(
     """The pyramid level of each ``(x_1, y_1, x_2, y_2)`` box: an index into ``spatial_scales``
     (finest first), or -1 where the box gives zeros.
 
-    ``area = (x_2 - x_1) * (y_2 - y_1)`` in image pixels (no +1), computed in ``dtype`` (float32
-    evaluates the formula as the libraries and the runtime do on float32 boxes), and:
-
-    * ``"torchvision"`` (``LevelMapper``): ``k = floor(canonical_level + log2(sqrt(area) /
-      canonical_size) + 1e-6)``;
-    * ``"detectron2"`` (``assign_boxes_to_levels``): ``k = floor(canonical_level +
-      log2(sqrt(area) / canonical_size + 1e-8))``;
-
-    both clamped to ``[k_min, k_max] = [-log2(spatial_scales[0]), -log2(spatial_scales[-1])]``,
-    level ``k - k_min``.  A box of area 0 goes to the finest level (``log2(0) = -inf``); one of
+    The area (no +1, in image pixels) is computed in ``dtype``: float32 evaluates the formulas
+    as the libraries and the runtime do on float32 boxes.  ``"torchvision"`` is its
+    ``LevelMapper``, ``"detectron2"`` its ``assign_boxes_to_levels``, both clamped to the
+    scales' levels: a box of area 0 goes to the finest level (``log2(0) = -inf``), one of
     negative area has a NaN level in both libraries, which matches no level: zeros.  Maps that
     skip levels (scales ``(1/8, 1/32)``, torchvision's ``MultiScaleRoIAlign`` only): index ``i``
     is the ``i``-th map, as the module's loop over its maps pairs them, and an index past the
-    last map gives zeros.
-
-    * ``"openvino"`` (ExperimentalDetectronROIFeatureExtractor-6 as the CPU runtime computes
-      it): ``floor(2 + log2(sqrt(area) / 224 + 1e-6))`` counted from the first map whatever its
-      scale, clamped to ``[0, L - 1]``; a box of area ``<= 0`` gives zeros.
+    last map gives zeros.  ``"openvino"`` is ExperimentalDetectronROIFeatureExtractor-6 as the
+    CPU runtime computes it: levels counted from the first map whatever its scale, and a box of
+    area ``<= 0`` gives zeros.
     """
     rois = np.asarray(rois, dtype).reshape(-1, 4)
     area = (rois[:, 2] - rois[:, 0]) * (rois[:, 3] - rois[:, 1])
@@ -485,17 +444,13 @@ def multilevel_roi_align(
         aligned_mode = "half_pixel_for_nn" if level_rule == "detectron2" else "asymmetric"
     levels = pyramid_levels(rois, spatial_scales, level_rule, canonical_size, canonical_level)
     wide = [np.asarray(f, np.float64) for f in features]
-    out = _roi_align_boxes(
-        rois,
-        batch_indices,
-        _pair(output_size),
-        features[0].shape[1],
-        lambda r: None if levels[r] < 0 else (wide[levels[r]], spatial_scales[levels[r]]),
-        mode,
-        sampling_ratio=sampling_ratio,
-        aligned_mode=aligned_mode,
-        at_least_one=aligned_mode == "asymmetric" or level_rule == "openvino",
-    )
+    grid = sampling_ratio, aligned_mode, aligned_mode == "asymmetric" or level_rule == "openvino"
+
+    def map_of(r):
+        return None if levels[r] < 0 else (wide[levels[r]], spatial_scales[levels[r]])
+
+    channels = features[0].shape[1]
+    out = _roi_align_boxes(rois, batch_indices, _pair(output_size), channels, map_of, mode, grid)
     return out.astype(features[0].dtype)
 
 
@@ -527,8 +482,7 @@ def deformable_psroi_pool(
     gs, (bins_y, bins_x) = group_size, _pair(spatial_bins)
     wide = np.asarray(x, np.float64)
     out = np.zeros((len(rois), output_dim, gs, gs), np.float64)
-    classes = 1 if offsets is None else offsets.shape[1] // 2
-    part = 1 if offsets is None else offsets.shape[2]
+    classes, part = (1, 1) if offsets is None else (offsets.shape[1] // 2, offsets.shape[2])
     for r, row in enumerate(np.asarray(rois, np.float64)):
         b = math.trunc(row[0])
         if b == -1:
@@ -545,8 +499,7 @@ def deformable_psroi_pool(
             dx = dy = 0.0
             if offsets is not None:
                 k, p, q = c // (output_dim // classes), i * part // gs, j * part // gs
-                dx = float(offsets[r, 2 * k, p, q]) * trans_std
-                dy = float(offsets[r, 2 * k + 1, p, q]) * trans_std
+                dx, dy = (float(offsets[r, 2 * k + e, p, q]) * trans_std for e in (0, 1))
             left = j * bin_w + start_x + dx * roi_w
             top = i * bin_h + start_y + dy * roi_h
             plane = wide[b, (c * gs + i) * gs + j]
@@ -585,12 +538,8 @@ def _onnx_corners(plane_shape, y, x):
     x = type(x)(x_low) if x_low == width - 1 else x
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
-    return [
-        (y_low, x_low, hy * hx),
-        (y_low, x_high, hy * lx),
-        (y_high, x_low, ly * hx),
-        (y_high, x_high, ly * lx),
-    ]
+    rows, columns = ((y_low, hy), (y_high, ly)), ((x_low, hx), (x_high, lx))
+    return [(row, column, wy * wx) for row, wy in rows for column, wx in columns]
 
 
 def roi_align_onnx_max(
@@ -599,13 +548,12 @@ def roi_align_onnx_max(
     """ONNX Runtime's RoiAlign ``mode="max"`` (its CPU kernel) for NCX ``x``, in ``x``'s dtype
     and that kernel's order of operations.
 
-    Corners ``x * spatial_scale - 0.5`` (``half_pixel``, ONNX's ``coordinate_transformation_mode=
-    "half_pixel"``) or ``x * spatial_scale`` with the box's width and height at least 1
-    (``"output_half_pixel"``).  A sample's value is the largest of its four terms ``w_k *
-    x[corner_k]``, a bin's the largest of its samples' values, each maximum starting from its
-    first term or sample and taking a later one only where strictly larger (C++'s
-    ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives
-    0.  A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
+    ``half_pixel`` is ONNX's ``coordinate_transformation_mode="half_pixel"``, else
+    ``"output_half_pixel"`` (width and height at least 1).  A sample's value is the largest of its
+    four terms ``w_k * x[corner_k]``, a bin's the largest of its samples' values, each maximum
+    starting from its first term or sample and taking a later one only where strictly larger (C++'s
+    ``std::max``).  A sample outside the map gives ``0 * x[0, 0]``; a bin with no samples gives 0.
+    A batch index outside ``[0, N)`` gives zeros (the runtime refuses it).
 
     Returns ``(y, winners)``: ``y [R, C, out_h, out_w]`` and, for every output, the ``(n, row,
     column, weight)`` of the term it took (weight 0 for an outside sample or an empty bin), the
@@ -660,20 +608,15 @@ def roi_align_onnx_max(
 
 
 def _boxes(rois, n):
-    """``(r, batch index, box)`` of each ``[K, 5]`` box whose batch index lies in ``[0, N)``."""
+    """``(r, batch index, box)`` of each finite ``[K, 5]`` box with a batch index in ``[0, N)``."""
     for r, box in enumerate(np.asarray(rois, np.float64)):
-        if 0 <= int(box[0]) < n:
+        if not np.isnan(box).any() and 0 <= int(box[0]) < n:
             yield r, int(box[0]), box
 
 
 def _integer_bins(box, spatial_scale, output_size, span_extra, tops, dtype=np.float64):
-    """The bins of one box over whole elements: ``{(i, j): (h0, h1, w0, w1)}``.
-
-    Corners ``round(v * spatial_scale)`` (halves away from zero); the box spans ``max(end -
-    start + span_extra, 1)`` elements per axis; bin ``i`` of ``out`` covers ``[floor(i * s),
-    ceil((i + 1) * s))`` offset by the start (``s`` the span over ``out``, computed in
-    ``dtype``), each edge clipped to ``[0, top]``.
-    """
+    """The bins of one box over whole elements, ``{(i, j): (h0, h1, w0, w1)}``, each edge
+    clipped to ``[0, top]``: corners rounded halves away from zero, bin sizes in ``dtype``."""
     x1, y1, x2, y2 = (_round_half_away(float(v) * spatial_scale) for v in box[1:5])
 
     def edges(i, out, start, end, top):
@@ -692,13 +635,12 @@ def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     """torchvision's ``roi_pool``: ``(y, argmax)``, ``argmax`` the flat position ``h * W + w``
     of each output's element in its plane, -1 where the bin is empty (its output is 0).
 
-    The box spans ``max(x_2 - x_1 + 1, 1)`` elements; bin edges computed in ``x``'s dtype
-    (float32 for 16-bit ``x``; the kernel's ``T``) and clipped to ``[0, H]``; the maximum
-    starts from ``-FLT_MAX`` and takes a strictly larger element, so the first maximum in
+    Bin edges are computed in ``x``'s dtype (float32 for 16-bit ``x``; the kernel's ``T``); the
+    maximum starts from ``-FLT_MAX`` and takes a strictly larger element, so the first maximum in
     row-major order wins and a NaN never does (a bin of nothing larger than ``-FLT_MAX`` gives
-    ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is undefined, the library's
-    rule: a box with a NaN coordinate (which the kernel converts to an integer) gives NaN and
-    argmax -1, a batch index outside ``[0, N)`` zeros.
+    ``-FLT_MAX`` and argmax -1).  Where the kernel's behaviour is undefined, the library's rule: a
+    box with a NaN coordinate (which the kernel converts to an integer) gives NaN and argmax -1, a
+    batch index outside ``[0, N)`` zeros.
     """
     out_h, out_w = _pair(output_size)
     n, channels, height, width = x.shape
@@ -707,9 +649,8 @@ def torchvision_roi_pool(x, rois, output_size, spatial_scale=1.0):
     rois = np.asarray(rois, np.float64)
     out = np.zeros((len(rois), channels, out_h, out_w), np.float64)
     argmax = np.full(out.shape, -1, np.int64)
-    nan = np.isnan(rois).any(1)
-    out[nan] = np.nan
-    for r, b, box in _boxes(np.where(nan[:, None], -1.0, rois), n):
+    out[np.isnan(rois).any(1)] = np.nan
+    for r, b, box in _boxes(rois, n):
         bins = _integer_bins(box, spatial_scale, (out_h, out_w), 1, (height, width), edges)
         for (i, j), (h0, h1, w0, w1) in bins.items():
             if h1 <= h0 or w1 <= w0:
@@ -728,30 +669,35 @@ def torchvision_roi_pool_backward(ct, rois, argmax, x_shape):
     n, channels, height, width = x_shape
     grad = np.zeros((n, channels, height * width), np.float64)
     ct = np.asarray(ct, np.float64)
-    rois = np.asarray(rois, np.float64)
-    for r, b, _ in _boxes(np.where(np.isnan(rois).any(1)[:, None], -1.0, rois), n):
+    for r, b, _ in _boxes(rois, n):
         for c, i, j in itertools.product(range(channels), *map(range, ct.shape[2:])):
             if argmax[r, c, i, j] >= 0:
                 grad[b, c, argmax[r, c, i, j]] += ct[r, c, i, j]
     return grad.reshape(x_shape)
 
 
-def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
-    """torchvision's ``ps_roi_pool`` forward: the box spans ``max(x_2 - x_1, 1)`` elements; bin
-    ``(i, j)`` of output channel ``c`` averages input channel ``(c * out_h + i) * out_w + j``,
-    each edge clipped to ``[0, H - 1]`` (so the last row and column are never read); an empty
-    bin gives 0."""
+def _ps_bins(rois, x_shape, output_size, spatial_scale, last):
+    """``((r, c, i, j), (b, input channel, rows, columns))`` of every non-empty bin of
+    ``ps_roi_pool``, each edge clipped to ``[0, H - last]``."""
     out_h, out_w = _pair(output_size)
-    n, channels, height, width = x.shape
-    dim = channels // (out_h * out_w)
-    wide = np.asarray(x, np.float64)
-    out = np.zeros((len(rois), dim, out_h, out_w), np.float64)
+    n, channels, height, width = x_shape
     for r, b, box in _boxes(rois, n):
-        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - 1, width - 1))
+        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - last, width - last))
         for (i, j), (h0, h1, w0, w1) in bins.items():
             if h1 > h0 and w1 > w0:
-                for c in range(dim):
-                    out[r, c, i, j] = wide[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1].mean()
+                for c in range(channels // (out_h * out_w)):
+                    plane = (c * out_h + i) * out_w + j
+                    yield (r, c, i, j), (b, plane, slice(h0, h1), slice(w0, w1))
+
+
+def torchvision_ps_roi_pool(x, rois, output_size, spatial_scale=1.0):
+    """torchvision's ``ps_roi_pool`` forward: each bin's mean, its edges clipped to ``[0, H -
+    1]`` (so the last row and column are never read); an empty bin gives 0."""
+    out_h, out_w = _pair(output_size)
+    wide = np.asarray(x, np.float64)
+    out = np.zeros((len(rois), x.shape[1] // (out_h * out_w), out_h, out_w), np.float64)
+    for at, window in _ps_bins(rois, x.shape, output_size, spatial_scale, 1):
+        out[at] = wide[window].mean()
     return out.astype(x.dtype)
 
 
@@ -762,18 +708,10 @@ def torchvision_ps_roi_pool_backward(ct, rois, x_shape, output_size, spatial_sca
     ``last=0`` is torchvision's backward kernels, whose bins are clipped to ``[0, H]`` (not to
     ``[0, H - 1]`` as in the forward); ``last=1`` is the exact adjoint of the forward.
     """
-    out_h, out_w = _pair(output_size)
-    n, channels, height, width = x_shape
-    dim = channels // (out_h * out_w)
     grad = np.zeros(x_shape, np.float64)
     ct = np.asarray(ct, np.float64)
-    for r, b, box in _boxes(rois, n):
-        bins = _integer_bins(box, spatial_scale, (out_h, out_w), 0, (height - last, width - last))
-        for (i, j), (h0, h1, w0, w1) in bins.items():
-            if h1 > h0 and w1 > w0:
-                for c in range(dim):
-                    area = (h1 - h0) * (w1 - w0)
-                    grad[b, (c * out_h + i) * out_w + j, h0:h1, w0:w1] += ct[r, c, i, j] / area
+    for at, window in _ps_bins(rois, x_shape, output_size, spatial_scale, last):
+        grad[window] += ct[at] / grad[window].size
     return grad
 
 

@@ -14,13 +14,15 @@ batch, which reads nothing), and ``specs`` give each box array's shape with the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from cases import random_boxes
+from cases import check_box_derivatives as check_box_derivatives
+from cases import random_boxes, to_layout
 
 import jaxpool
 from jaxpool import torch as tv
@@ -64,9 +66,8 @@ class Row:
 
     def outputs(self, maps, boxes, data_format: str) -> tuple[Any, ...]:
         """The row's outputs in ``data_format``: one per variant of the layout."""
-        return tuple(
-            self.call(maps, boxes, data_format, **v) for v in self.variants_in(data_format)
-        )
+        variants = self.variants_in(data_format)
+        return tuple(self.call(maps, boxes, data_format, **v) for v in variants)
 
 
 def _batch(rng: np.random.Generator, count: int, images: int) -> np.ndarray:
@@ -102,9 +103,8 @@ def with_offsets(rng, count, images):
     return rois, rng.uniform(-0.3, 0.3, (count, 4, 2, 2)).astype(np.float32)
 
 
-def pyramid(rng, count, images):
-    """``(rois [R, 4], batch_indices [R])`` on the 64 x 64 image of :data:`PYRAMID`."""
-    return aligned(rng, count, images, (64, 64))
+# ``(rois [R, 4], batch_indices [R])`` on the 64 x 64 image of :data:`PYRAMID`.
+pyramid = functools.partial(aligned, image=(64, 64))
 
 
 def per_image(rng, count, images):
@@ -140,19 +140,10 @@ def _psroi_pool(maps, boxes, fmt, mode, rounding="openvino", spatial_bins=1):
     (rows,) = boxes
     c = _channels(maps[0], fmt)
     if mode == "bilinear":
-        bins = spatial_bins * spatial_bins
-        return jaxpool.psroi_pool(
-            maps[0],
-            _normalised(rows),
-            c // bins,
-            3,
-            mode=mode,
-            spatial_bins=spatial_bins,
-            data_format=fmt,
-        )
-    return jaxpool.psroi_pool(
-        maps[0], rows, c // 4, 2, spatial_scale=0.9, rounding=rounding, data_format=fmt
-    )
+        args, kwargs = (_normalised(rows), c // spatial_bins**2, 3), dict(spatial_bins=spatial_bins)
+    else:
+        args, kwargs = (rows, c // 4, 2), dict(spatial_scale=0.9, rounding=rounding)
+    return jaxpool.psroi_pool(maps[0], *args, mode=mode, **kwargs, data_format=fmt)
 
 
 def _psroi_align(maps, boxes, fmt, **variant):
@@ -161,29 +152,14 @@ def _psroi_align(maps, boxes, fmt, **variant):
 
 def _deformable(maps, boxes, fmt, offsets):
     rois, given = boxes
-    return jaxpool.deformable_psroi_pool(
-        maps[0],
-        rois,
-        given if offsets else None,
-        output_dim=_channels(maps[0], fmt) // 4,
-        group_size=2,
-        spatial_bins=(1, 2),
-        trans_std=0.5,
-        data_format=fmt,
-    )
+    attrs = dict(output_dim=_channels(maps[0], fmt) // 4, group_size=2, trans_std=0.5)
+    attrs.update(spatial_bins=(1, 2), offsets=given if offsets else None, data_format=fmt)
+    return jaxpool.deformable_psroi_pool(maps[0], rois, **attrs)
 
 
 def _multilevel(maps, boxes, fmt, **variant):
-    return jaxpool.multilevel_roi_align(
-        maps,
-        *boxes,
-        2,
-        spatial_scales=SCALES,
-        canonical_size=32,
-        canonical_level=3,
-        data_format=fmt,
-        **variant,
-    )
+    levels = dict(spatial_scales=SCALES, canonical_size=32, canonical_level=3)
+    return jaxpool.multilevel_roi_align(maps, *boxes, 2, **levels, data_format=fmt, **variant)
 
 
 def _torch(maps, boxes, fmt, op, **variant):
@@ -304,22 +280,19 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
     finite, poisoned, maps = {}, {}, {}
     for name in rows:
         row = BY_NAME[name]
-        shapes = [(images, 8, h, w) for h, w in row.maps]
-        maps[name] = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-        if row.layouts[0] == "NXC":
-            maps[name] = [np.moveaxis(m, 1, -1) for m in maps[name]]
+        maps[name] = [
+            to_layout(rng.standard_normal((images, 8, h, w)).astype(np.float32), row.layouts[0])
+            for h, w in row.maps
+        ]
         finite[name] = row.boxes(rng, count, images)
-        poisoned[name] = list(finite[name])
-        poisoned[name][0] = poisoned[name][0].copy()
-        poisoned[name][0][NAN_BOX, 1] = np.nan
-        poisoned[name] = tuple(poisoned[name])
+        first = finite[name][0].copy()
+        first[NAN_BOX, 1] = np.nan
+        poisoned[name] = (first, *finite[name][1:])
 
-    def others(o):
-        """True on the outputs of the finite boxes, False on the NaN box's."""
+    def others(o):  # True on the outputs of the finite boxes
         return (np.arange(o.shape[0]) != NAN_BOX).reshape((-1,) + (1,) * (o.ndim - 1))
 
-    def ones_on(o, finite: bool):
-        """A cotangent of 1 on the finite boxes' outputs, or on the NaN box's."""
+    def ones_on(o, finite: bool):  # a cotangent of 1 on the finite boxes' outputs, or the NaN one's
         return jnp.where(others(o) == finite, jnp.ones_like(o), jnp.zeros_like(o))
 
     def one_row(name, maps, boxes):
@@ -328,11 +301,7 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
         out, pullback = jax.vjp(
             lambda m: [row.call(m, boxes, row.layouts[0], **v) for v in variants], maps
         )
-        return (
-            out,
-            pullback([ones_on(o, True) for o in out]),
-            pullback([ones_on(o, False) for o in out]),
-        )
+        return out, *(pullback([ones_on(o, finite) for o in out]) for finite in (True, False))
 
     @jax.jit
     def run(maps, boxes):
@@ -351,28 +320,3 @@ def check_nan_boxes(rows: dict[str, tuple[int, ...]], count: int = 4, images: in
         for a, b, c in leaves:
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
             np.testing.assert_array_equal(np.asarray(c), 0, err_msg=name)
-
-
-def check_box_derivatives(functions: dict[str, Callable[[Any], Any]], rois, rng) -> None:
-    """Each function's forward derivative in the float64 boxes ``rois`` against central
-    differences (and not all zero), and its reverse derivative as the forward one's adjoint
-    (``cases.check_box_derivatives`` for several functions, all of them in one program)."""
-    u = jnp.asarray(rng.standard_normal(rois.shape))
-    w = {k: rng.standard_normal(jax.eval_shape(f, rois).shape) for k, f in functions.items()}
-    eps = 1e-6
-
-    @jax.jit
-    def derivatives(r, u, w):
-        out = {}
-        for name, f in functions.items():
-            _, jvp = jax.jvp(f, (r,), (u,))
-            (vjp,) = jax.vjp(f, r)[1](w[name])
-            out[name] = jvp, (f(r + eps * u) - f(r - eps * u)) / (2 * eps), vjp
-        return out
-
-    for name, (jvp, diff, vjp) in derivatives(rois, u, w).items():
-        np.testing.assert_allclose(jvp, diff, atol=1e-6, err_msg=name)
-        assert np.abs(np.asarray(jvp)).max() > 0, name
-        np.testing.assert_allclose(
-            jnp.vdot(jvp, w[name]), jnp.vdot(u, vjp), rtol=1e-10, err_msg=name
-        )

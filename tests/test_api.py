@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
+import re
 
 import pytest
 
@@ -24,35 +25,34 @@ import jaxpool.onnx
 K = inspect.Parameter.KEYWORD_ONLY
 REQUIRED = inspect.Parameter.empty
 
-# Public function -> its signature in the README's API table, written as Python's.
+# Public function -> its signature in the README's API table, written as Python's, from the
+# parts that several share.
+WINDOW = "x, kernel, strides=None, pads_begin=None, pads_end=None, *,"
+RULES = "rounding_type='floor', auto_pad='explicit'"
+NCX = "data_format='NCX'"
+INDICES = "return_indices=False, index_element_type=None"
+BOXES = "x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0,"
 SIGNATURES = {
-    "max_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, dilations=None, "
-    "rounding_type='floor', auto_pad='explicit', data_format='NCX', return_indices=False, "
-    "index_element_type=None, axis=0",
-    "avg_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, exclude_pad=False, "
-    "dilations=None, rounding_type='floor', auto_pad='explicit', data_format='NCX', "
+    "max_pool": f"{WINDOW} dilations=None, {RULES}, {NCX}, {INDICES}, axis=0",
+    "avg_pool": f"{WINDOW} exclude_pad=False, dilations=None, {RULES}, {NCX}, "
     "divisor_rule='kernel', divisor_override=None, integer_division='round'",
-    "lp_pool": "x, kernel, strides=None, pads_begin=None, pads_end=None, *, p=2, dilations=None, "
-    "rounding_type='floor', auto_pad='explicit', data_format='NCX'",
-    "adaptive_max_pool": "x, output_size, *, data_format='NCX', return_indices=False, "
-    "index_element_type=None",
-    "adaptive_avg_pool": "x, output_size, *, data_format='NCX'",
-    "fractional_max_pool": "x, kernel, output_size, samples, *, data_format='NCX', "
-    "return_indices=False, index_element_type=None",
-    "max_unpool": "y, indices, output_shape, *, axis, combine='sum', data_format='NCX', "
-    "kernel=None, strides=None, pads_begin=None, pads_end=None, dilations=None, "
-    "rounding_type='floor', auto_pad='explicit'",
-    "roi_pool": "x, rois, output_size, *, spatial_scale=1.0, method='max', data_format='NCX'",
-    "roi_align": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0, "
-    "mode='avg', aligned_mode='asymmetric', data_format='NCX'",
-    "roi_align_rotated": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, "
-    "sampling_ratio=0, clockwise=False, data_format='NCX'",
-    "psroi_align": "x, rois, batch_indices, output_size, *, spatial_scale=1.0, sampling_ratio=0, "
-    "aligned_mode='half_pixel_for_nn', data_format='NCX'",
+    "lp_pool": f"{WINDOW} p=2, dilations=None, {RULES}, {NCX}",
+    "adaptive_max_pool": f"x, output_size, *, {NCX}, {INDICES}",
+    "adaptive_avg_pool": f"x, output_size, *, {NCX}",
+    "fractional_max_pool": f"x, kernel, output_size, samples, *, {NCX}, {INDICES}",
+    "max_unpool": f"y, indices, output_shape, *, axis, combine='sum', {NCX}, kernel=None, "
+    f"strides=None, pads_begin=None, pads_end=None, dilations=None, {RULES}",
+    "roi_pool": f"x, rois, output_size, *, spatial_scale=1.0, method='max', {NCX}",
+    "roi_align": f"{BOXES} mode='avg', aligned_mode='asymmetric', {NCX}",
+    "roi_align_rotated": f"{BOXES} clockwise=False, {NCX}",
+    "psroi_align": f"{BOXES} aligned_mode='half_pixel_for_nn', {NCX}",
     "psroi_pool": "x, rois, output_dim, group_size, *, spatial_scale=1.0, mode='average', "
-    "spatial_bins=1, rounding='openvino', data_format='NCX'",
+    f"spatial_bins=1, rounding='openvino', {NCX}",
     "deformable_psroi_pool": "x, rois, offsets=None, *, output_dim, group_size=1, "
-    "spatial_scale=1.0, spatial_bins=1, trans_std=1.0, part_size=None, data_format='NCX'",
+    f"spatial_scale=1.0, spatial_bins=1, trans_std=1.0, part_size=None, {NCX}",
+    "multilevel_roi_align": "features, rois, batch_indices, output_size, *, spatial_scales, "
+    "sampling_ratio=0, mode='avg', aligned_mode=None, level_rule='torchvision', "
+    f"canonical_size=224, canonical_level=4, {NCX}",
 }
 SIGNATURES["min_pool"] = SIGNATURES["max_pool"]
 # The model importers, by their path under `jaxpool`.
@@ -60,16 +60,12 @@ IMPORTERS = {
     "openvino.layer": "xml_or_type, attrs=None, *, index_element_type=None",
     "onnx.node": "node, *, index_element_type=None, opset=None",
 }
-# Module -> (function, the function's array arguments, which the module's call takes).
-MODULES = {
-    "MaxPool": ("max_pool", ("x",)),
-    "MinPool": ("min_pool", ("x",)),
-    "AvgPool": ("avg_pool", ("x",)),
-    "AdaptiveMaxPool": ("adaptive_max_pool", ("x",)),
-    "AdaptiveAvgPool": ("adaptive_avg_pool", ("x",)),
-    "MaxUnpool": ("max_unpool", ("y", "indices", "output_shape")),
-    "LpPool": ("lp_pool", ("x",)),
-}
+# Module -> its function's array arguments, which the module's call takes (the function of
+# `MaxPool` is `max_pool`).
+MODULES = dict.fromkeys(
+    ["MaxPool", "MinPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool"], ("x",)
+)
+MODULES.update(MaxUnpool=("y", "indices", "output_shape"), LpPool=("x",))
 PUBLIC_MODULES = [
     jaxpool,
     jaxpool.openvino,
@@ -114,29 +110,19 @@ def test_every_public_name_is_documented_and_the_namespace_is_its_all(module):
 
 
 def test_the_specified_names_are_public():
-    assert set(SIGNATURES) | {"openvino"} <= set(jaxpool.__all__)
+    assert set(SIGNATURES) | {"openvino"} == set(jaxpool.__all__)  # every function specified
     assert {"layer", "Layer"} <= set(jaxpool.openvino.__all__)
-    assert set(MODULES) <= set(jaxpool.nn.__all__)
-    assert {"linen"} <= set(jaxpool.nn.__all__)
+    assert set(MODULES) | {"linen"} <= set(jaxpool.nn.__all__)
     assert set(MODULES) <= set(jaxpool.nn.linen.__all__)
 
 
 @pytest.mark.parametrize("name", [*SIGNATURES, *IMPORTERS])
 def test_function_signatures(name):
     """The first arguments by position, the options by keyword only, with their defaults."""
-    signature = SIGNATURES.get(name) or IMPORTERS[name]
-    assert _described(operator.attrgetter(name)(jaxpool)) == _specified(signature)
-
-
-def test_public_functions_take_options_by_keyword_only():
-    for name in jaxpool.__all__:
-        obj = getattr(jaxpool, name)
-        if not inspect.isfunction(obj):
-            continue
-        kinds = [p.kind for p in inspect.signature(obj).parameters.values()]
-        assert K in kinds, f"jaxpool.{name} takes every option by position"
-        first = kinds.index(K)
-        assert all(kind == K for kind in kinds[first:]), name
+    signature = _specified(SIGNATURES.get(name) or IMPORTERS[name])
+    assert _described(operator.attrgetter(name)(jaxpool)) == signature
+    kinds = [kind for _, kind, _ in signature]
+    assert K in kinds and all(kind == K for kind in kinds[kinds.index(K) :]), name
 
 
 @pytest.mark.parametrize("name", list(MODULES))
@@ -145,7 +131,7 @@ def test_modules_take_the_functions_options(name):
     Equinox: a keyword-only `num_spatial_dims` ahead of the keyword-only options, and neither
     `data_format` nor `axis` (NCX, indices in each channel's plane); its `MaxUnpool` keeps
     `combine` only."""
-    function, arrays = MODULES[name]
+    arrays, function = MODULES[name], re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
     options = [p for p in _specified(SIGNATURES[function]) if p[0] not in arrays]
     flax = [(n, kind, "NXC" if n == "data_format" else d) for n, kind, d in options]
     nnx = getattr(jaxpool.nn, name)

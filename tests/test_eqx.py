@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
+import runpy
 
 import equinox as eqx
 import jax
@@ -15,8 +15,7 @@ import pytest
 import jaxpool
 from jaxpool.nn import eqx as peqx
 
-RNG = np.random.default_rng(20261124)
-X = jnp.asarray(RNG.standard_normal((4, 3, 9, 7)), jnp.float32)  # a batch of (C, H, W)
+X = jnp.asarray(np.random.default_rng(20261124).standard_normal((4, 3, 9, 7)), jnp.float32)
 
 
 def _batched(module, x):
@@ -54,13 +53,8 @@ def test_vmap_of_the_module_is_the_function(case):
 def test_window_is_normalised_at_construction():
     """Equal windows give equal, hashable modules, so `eqx.filter_jit` does not retrace."""
     pool = peqx.MaxPool([2, 2], 1, [0, 1], 1, num_spatial_dims=2, dilations=(1, 2))
-    assert (pool.kernel, pool.strides, pool.pads_begin, pool.pads_end) == (
-        (2, 2),
-        (1, 1),
-        (0, 1),
-        (1, 1),
-    )
-    assert pool.dilations == (1, 2) and pool.rounding_type == "floor"
+    window = (pool.kernel, pool.strides, pool.pads_begin, pool.pads_end, pool.dilations)
+    assert window == ((2, 2), (1, 1), (0, 1), (1, 1), (1, 2)) and pool.rounding_type == "floor"
     twin = peqx.MaxPool((2, 2), (1, 1), (0, 1), (1, 1), num_spatial_dims=2, dilations=[1, 2])
     assert hash(pool) == hash(twin) and eqx.tree_equal(pool, twin)
     assert peqx.AdaptiveMaxPool([3, None], num_spatial_dims=2).output_size == (3, None)
@@ -72,27 +66,18 @@ def test_max_unpool_consumes_the_modules_indices():
     y, i = jax.vmap(pool)(X)
     got = jax.vmap(lambda y, i: unpool(y, i, X.shape[1:]))(y, i)
     np.testing.assert_array_equal(got, jaxpool.max_unpool(y, i, X.shape, axis=2))
-    best = jax.vmap(
-        lambda y, i: peqx.MaxUnpool(num_spatial_dims=2, combine="max")(y, i, X.shape[1:])
-    )
-    np.testing.assert_array_equal(best(y, i), got)  # no overlap: max and sum agree
+    maxed = peqx.MaxUnpool(num_spatial_dims=2, combine="max")
+    best = jax.vmap(lambda y, i: maxed(y, i, X.shape[1:]))(y, i)
+    np.testing.assert_array_equal(best, got)  # no overlap: max and sum agree
 
 
-def test_filter_grad_reaches_the_argmax():
+def test_filter_grad_reaches_the_argmax_and_matches_equinox_where_the_semantics_agree():
     pool = peqx.MaxPool(2, num_spatial_dims=2)
-
-    def loss(x):
-        return jnp.sum(_batched(pool, x) ** 2)
-
-    grad = eqx.filter_grad(loss)(X)
+    grad = eqx.filter_grad(lambda x: jnp.sum(_batched(pool, x) ** 2))(X)
     expected = jax.grad(lambda x: jnp.sum(jaxpool.max_pool(x, 2) ** 2))(X)
     np.testing.assert_array_equal(grad, expected)
-
-
-def test_matches_equinox_where_the_semantics_agree():
     ours = _batched(peqx.MaxPool(3, 2, 1, 1, num_spatial_dims=2), X)
-    theirs = _batched(eqx.nn.MaxPool2d(3, 2, 1), X)
-    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(ours, _batched(eqx.nn.MaxPool2d(3, 2, 1), X))
 
 
 def test_adaptive_bins_are_pytorchs_not_equinoxs():
@@ -104,11 +89,9 @@ def test_adaptive_bins_are_pytorchs_not_equinoxs():
 
 def test_example_trains(capsys):
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "eqx_classifier.py"
-    spec = importlib.util.spec_from_file_location("example_eqx_classifier", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    main = runpy.run_path(str(path))["main"]
     with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and ints
-        out = module.main(epochs=3)
+        out = main(epochs=3)
     assert out["losses"][-1] < 0.5 * out["losses"][0], out["losses"]
     assert out["test_accuracy"] >= 0.8, out
     assert capsys.readouterr().out.count("epoch ") == 3

@@ -14,25 +14,24 @@ X_NXC = np.zeros((2, 7, 6, 3), np.float32)
 
 def module_called(module, *inputs):
     """Calls an NNX module, or applies a Linen module without variables."""
-    if hasattr(module, "apply"):
-        return module.apply({}, *inputs)
-    return module(*inputs)
+    return module.apply({}, *inputs) if hasattr(module, "apply") else module(*inputs)
 
 
 # fmt: off
 ROWS = [
     row("nn.MaxPool-rounding_type", module_called, pnn.MaxPool(2, rounding_type="round"), X_NXC,
         error=V, match=r"`rounding_type` \(='round'\)"),
+    # An int kernel keeps one batch axis: rank 6 would be 4-D.
+    row("nn.MaxPool-int-kernel-rank", module_called, pnn.MaxPool(2),
+        np.zeros((1, 2, 4, 4, 4, 3), np.float32), error=V, match="rank"),
     row("nn.MaxPool-x-strings", module_called, pnn.MaxPool((2, 2)), S_X, error=T,
         match=non_numeric("x")),
     row("nn.linen.AvgPool-data_format", module_called, pnn.linen.AvgPool(2, data_format="NHWC"),
         X_NXC, error=V, match=r"`data_format` \(='NHWC'\)"),
-    row("nn.MaxUnpool-indices-outside-output_shape", module_called,
-        pnn.MaxUnpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
-        match=LOST % "2, 3, 5, 5"),
-    row("nn.linen.MaxUnpool-indices-outside-output_shape", module_called,
-        pnn.linen.MaxUnpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
-        match=LOST % "2, 3, 5, 5"),
+    *(row(f"nn.{kind}MaxUnpool-indices-outside-output_shape", module_called,
+          unpool(axis=2, data_format="NCX"), Y8, I8, (2, 3, 5, 5), error=V,
+          match=LOST % "2, 3, 5, 5")
+      for kind, unpool in [("", pnn.MaxUnpool), ("linen.", pnn.linen.MaxUnpool)]),
     # Python's own errors of a constructor's call name the argument.
     row("nn.MaxPool-kernel-missing", pnn.MaxPool, error=T,
         match=r"MaxPool.__init__\(\) missing 1 required positional.*'kernel'"),
