@@ -185,20 +185,10 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     features = pyramid(rng, scales, image, n=1)
     rois = np.concatenate([pyramid_boxes(rng, 40, image), SPECIAL_BOXES])
     batch = np.zeros(len(rois), np.int32)
-    want = oracle.roi_feature_extractor(
-        features,
-        rois,
-        3,
-        sampling_ratio=sampling_ratio,
-        pyramid_scales=pyramid_scales,
-        aligned=aligned,
-    )
-    kwargs = dict(
-        spatial_scales=scales,
-        sampling_ratio=sampling_ratio,
-        aligned_mode="half_pixel_for_nn" if aligned else "asymmetric",
-        level_rule="openvino",
-    )
+    runtime = dict(sampling_ratio=sampling_ratio, pyramid_scales=pyramid_scales, aligned=aligned)
+    want = oracle.roi_feature_extractor(features, rois, 3, **runtime)
+    kwargs = dict(spatial_scales=scales, sampling_ratio=sampling_ratio, level_rule="openvino")
+    kwargs["aligned_mode"] = "half_pixel_for_nn" if aligned else "asymmetric"
     check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want[0])
     data_format = ("NCX", "NXC")[seed % 2]
     check(call(features, rois, batch, 3, data_format, **kwargs), want[0], data_format)
@@ -345,11 +335,8 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     aligned_mode = "asymmetric" if level_rule == "openvino" else "half_pixel_for_nn"
     mode = MODES[sampling_ratio % 2]
     kwargs = dict(sampling_ratio=sampling_ratio, mode=mode, aligned_mode=aligned_mode)
-    got = np.asarray(
-        jaxpool.multilevel_roi_align(
-            features, rois, batch, (2, 3), spatial_scales=FPN, level_rule=level_rule, **kwargs
-        )
-    )
+    rule = dict(spatial_scales=FPN, level_rule=level_rule)
+    got = np.asarray(jaxpool.multilevel_roi_align(features, rois, batch, (2, 3), **rule, **kwargs))
     levels = reference.pyramid_levels(rois, FPN, level_rule)
     assert set(levels) >= {0, 1, 2, 3}
     # roi_align pools each box alone: all of them on each level, one compilation per level.
@@ -435,10 +422,9 @@ def test_gradient_is_adjoint(mode, aligned_mode, sampling_ratio):
     assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
 
 
-@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 1), ("openvino", 2)])
-def test_box_derivatives(level_rule, sampling_ratio, x64):
+def test_box_derivatives(x64):
     """Forward and reverse derivatives in the boxes against central differences (float64),
-    for boxes well inside the size range of their level."""
+    for boxes well inside the size range of their level: two rules, in one program."""
     rng = np.random.default_rng(5)
     features = [jnp.asarray(a) for a in pyramid(rng, FPN, (128, 128), dtype=np.float64)]
     # sqrt(area) about 60, 150, 300 and 600 pixels: a level each, far from its edges, and
@@ -447,15 +433,16 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
     low = rng.uniform(-20, 60, (4, 2))
     rois = jnp.asarray(np.concatenate([low, low + sizes], 1))
     batch = np.array([0, 1, 0, 1])
+    kwargs = dict(spatial_scales=FPN, aligned_mode="half_pixel_for_nn")
 
-    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, level_rule=level_rule)
-
-    def f(r):
-        return jaxpool.multilevel_roi_align(
-            features, r, batch, (2, 3), aligned_mode="half_pixel_for_nn", **kwargs
+    def f(level_rule, ratio):
+        return lambda r: jaxpool.multilevel_roi_align(
+            features, r, batch, (2, 3), sampling_ratio=ratio, level_rule=level_rule, **kwargs
         )
 
-    cases.check_box_derivatives(f, rois, rng)
+    regions.check_box_derivatives(
+        {r: f(r, k) for r, k in (("torchvision", 1), ("openvino", 2))}, rois, rng
+    )
 
 
 # --------------------------------------------------------------------------------------------
