@@ -132,17 +132,9 @@ def _unpool_inputs(name, x, kwargs, rng):
     nd = int(name[-2])
     pool = {k: kwargs[k] for k in ("kernel_size", "stride", "padding")}
     y, i = _torch(f"max_pool{nd}d", torch.tensor(x), **pool, return_indices=True)
-    default = [
-        (o - 1) * s - 2 * p + k
-        for o, s, p, k in zip(
-            y.shape[-nd:],
-            _axes(pool["stride"] or pool["kernel_size"], nd),
-            _axes(pool["padding"], nd),
-            _axes(pool["kernel_size"], nd),
-        )
-    ]
     # The default size may drop the input's last elements, and the indices that name them.
-    choice = rng.integers(3) if default == list(x.shape[-nd:]) else rng.integers(1, 3)
+    default = _torch(name, y, torch.zeros_like(i), **kwargs).shape[-nd:]
+    choice = rng.integers(3) if default == x.shape[-nd:] else rng.integers(1, 3)
     if choice == 1:
         kwargs = {**kwargs, "output_size": x.shape[-nd:]}
     elif choice == 2:
