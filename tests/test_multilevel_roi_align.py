@@ -64,13 +64,9 @@ def pyramid_boxes(rng, count, image):
     boxes, and the largest are larger than its maps), partly outside the image; an eighth
     inverted in both axes (a positive area), a sixteenth of area 0."""
     small = rng.uniform(size=count) < 0.25
-    size = np.exp(
-        np.where(
-            small,
-            rng.uniform(0, np.log(16), count),
-            rng.uniform(np.log(16), np.log(4 * max(image)), count),
-        )
-    )
+    middle, high = np.log(16), np.log(4 * max(image))
+    below, above = rng.uniform(0, middle, count), rng.uniform(middle, high, count)
+    size = np.exp(np.where(small, below, above))
     aspect = np.exp(rng.uniform(-1, 1, count))
     w, h = size * np.sqrt(aspect), size / np.sqrt(aspect)
     cx = rng.uniform(-0.2, 1.2, count) * image[1]
@@ -216,14 +212,12 @@ def test_reference_roi_align_matches_runtime():
     """The reference pools a box on its level as ROIAlign-9 does: every mode and aligned mode,
     boxes larger than the map sampled without a cap."""
     rng = np.random.default_rng(30)
-    for k, (mode, aligned_mode) in enumerate(itertools.product(MODES, ALIGNED_MODES)):
+    for k, (mode, aligned) in enumerate(itertools.product(MODES, ALIGNED_MODES)):
         image = tuple(int(v) for v in rng.integers(40, 120, 2))
         (x,) = pyramid(rng, (1 / 4,), image)
         rois = pyramid_boxes(rng, 24, image)
         batch = rng.integers(0, 2, 24)
-        kwargs = dict(
-            spatial_scale=1 / 4, sampling_ratio=k % 3, mode=mode, aligned_mode=aligned_mode
-        )
+        kwargs = dict(spatial_scale=1 / 4, sampling_ratio=k % 3, mode=mode, aligned_mode=aligned)
         want = oracle.roi_align(x, rois, batch, (2, 3), **kwargs)
         got = reference.roi_align(x, rois, batch, (2, 3), **kwargs)
         # A bin without samples: the runtime divides 0 by 0, the library's rule gives 0.
@@ -234,15 +228,12 @@ def test_reference_roi_align_matches_runtime():
 
 def threshold_boxes(level_rule, spatial_scales, canonical_size=224, canonical_level=4):
     """Boxes at and around every size at which ``level_rule`` moves a box up a level, and the
-    level each must get.
-
-    Each threshold ``t`` (a ``sqrt(area)``) gets boxes of exactly that size (square and 1:4),
-    boxes a little above it, boxes in the band below it that the rule's epsilon still sends up
-    (where that band is wider than float32's rounding), and boxes just below that band and
-    well below it.  Every box keeps several float32 ulps from where the level changes, so that
-    the rule evaluated in float32 (as the libraries and the runtime compute it) and in float64
-    agree; boxes far below the first threshold and far above the last test the clamp.
-    """
+    level each must get: for each threshold ``t`` (a ``sqrt(area)``) boxes of exactly that size
+    (square and 1:4), a little above it, in the band below it that the rule's epsilon still
+    sends up (where wider than float32's rounding), just below that band and well below it.
+    Every box keeps several float32 ulps from where the level changes, so that the rule in
+    float32 (as the libraries and the runtime compute it) and in float64 agree; boxes far
+    below the first threshold and far above the last test the clamp."""
     count = len(spatial_scales)
     if level_rule == "openvino":
         sizes = [224 * 2.0 ** (i - 2) for i in range(1, count)]
