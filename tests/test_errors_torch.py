@@ -65,6 +65,7 @@ mp2, unpool2 = rows_of("max_pool2d", XT), rows_of("max_unpool2d", YT)
 avg2, amp2 = rows_of("avg_pool2d", XT), rows_of("adaptive_max_pool2d", XT)
 frac2, frac3 = rows_of("fractional_max_pool2d", X7), rows_of("fractional_max_pool3d", X37)
 align, msra = rows_of("roi_align", X_ROI), rows_of("multi_scale_roi_align")
+pspool = rows_of("ps_roi_pool", X_ROI, R5)
 
 
 # fmt: off
@@ -195,10 +196,9 @@ ROWS = [
         match=names("spatial_scale", "half")),
     row("ps_roi_align-channels", X_ROI, R5, 3, match=names("output_size", "8 channels")),
     row("ps_roi_align-boxes-list-width", X_ROI, [R5], 2, match=names("boxes[0]", r"\(3, 5\)")),
-    row("ps_roi_pool-channels", X_ROI, R5, (1, 3),
-        match=names("output_size", r"8 channels.*\(1, 3\)")),
+    pspool("channels", (1, 3), match=names("output_size", r"8 channels.*\(1, 3\)")),
     row("ps_roi_pool-boxes-width", X_ROI, R4, 2, match=names("boxes", r"\(3, 4\)")),
-    row("ps_roi_pool-input-dtype", X_ROI.astype(np.int32), R5, 2, error=T,
+    pspool("input-dtype", 2, on=[X_ROI.astype(np.int32), R5], error=T,
         match=names("input", "int32")),
     msra("image_shapes-length", image_shapes=IMAGES[:1],
         match=names("image_shapes", r"\[\(32, 32\)\]")),

@@ -517,8 +517,7 @@ def test_empty_inputs(n, r, data_format):
 
     shape = (r, 4, 2, 3) if data_format == "NCX" else (r, 2, 3, 4)
     for y in (f(maps, rois), jax.jit(f)(maps, rois)):
-        assert y.shape == shape and y.dtype == np.float32
-        assert not np.any(np.asarray(y))
+        assert y.shape == shape and y.dtype == np.float32 and not np.any(np.asarray(y))
     stacked = jax.vmap(f)([np.stack([m, m]) for m in maps], np.stack([rois, rois]))
     assert stacked.shape == (2, *shape)
     gx, gr = jax.grad(lambda m, b: f(m, b).sum(), argnums=(0, 1))(maps, rois)

@@ -93,17 +93,13 @@ def torchvision_reference(
     name, x, rows, output_size, spatial_scale, sampling_ratio=0, aligned=False
 ):
     """The op's value by the reference (``roi_pool``'s with its argmax)."""
-    if name == "roi_pool":
-        return reference.torchvision_roi_pool(x, rows, output_size, spatial_scale)
-    if name == "ps_roi_pool":
-        return reference.torchvision_ps_roi_pool(x, rows, output_size, spatial_scale)
+    if name in ("roi_pool", "ps_roi_pool"):
+        return getattr(reference, f"torchvision_{name}")(x, rows, output_size, spatial_scale)
     boxes, batch = rows[:, 1:], rows[:, 0].astype(int)
     kwargs = dict(spatial_scale=spatial_scale, sampling_ratio=max(sampling_ratio, 0))
     if name == "roi_align":
-        aligned_mode = "half_pixel_for_nn" if aligned else "asymmetric"
-        return reference.roi_align(
-            x, boxes, batch, output_size, aligned_mode=aligned_mode, **kwargs
-        )
+        kwargs["aligned_mode"] = "half_pixel_for_nn" if aligned else "asymmetric"
+        return reference.roi_align(x, boxes, batch, output_size, **kwargs)
     # torchvision's 0 / 0 (a box with a count of 0 samples): NaN, and no gradient.
     return reference.ps_roi_align(
         x, boxes, batch, reference._pair(output_size), empty_bin="nan", **kwargs
