@@ -183,16 +183,14 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     batch = np.zeros(len(rois), np.int32)
     runtime = dict(sampling_ratio=sampling_ratio, pyramid_scales=pyramid_scales, aligned=aligned)
     want = oracle.roi_feature_extractor(features, rois, 3, **runtime)
-    kwargs = dict(spatial_scales=scales, sampling_ratio=sampling_ratio, level_rule="openvino")
+    rule = dict(spatial_scales=scales, level_rule="openvino")
+    kwargs = dict(rule, sampling_ratio=sampling_ratio)
     kwargs["aligned_mode"] = "half_pixel_for_nn" if aligned else "asymmetric"
     check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want[0])
     data_format = ("NCX", "NXC")[seed % 2]
     check(call(features, rois, batch, 3, data_format, **kwargs), want[0], data_format)
     if not (aligned or sampling_ratio):
-        defaults = jaxpool.multilevel_roi_align(
-            features, rois, batch, 3, spatial_scales=scales, level_rule="openvino"
-        )
-        check(defaults, want[0])
+        check(jaxpool.multilevel_roi_align(features, rois, batch, 3, **rule), want[0])
     data = (
         f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
         f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
@@ -202,10 +200,9 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
         f'<layer id="4" name="extractor" type="{name}" version="opset6"><data {data}/></layer>'
     )
     assert (layer.type, layer.version, layer.fn) == (name, 6, jaxpool.multilevel_roi_align)
-    got = layer(rois, *features)
-    assert len(got) == 2
-    check(got[0], want[0])
-    np.testing.assert_array_equal(np.asarray(got[1]), want[1])
+    pooled, same_rois = layer(rois, *features)
+    check(pooled, want[0])
+    np.testing.assert_array_equal(np.asarray(same_rois), want[1])
 
 
 def test_reference_roi_align_matches_runtime():

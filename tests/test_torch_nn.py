@@ -43,10 +43,8 @@ def _input(rng, shape, dtype, special, nans=False):
     """Small integers (so that windows tie) or normal values; ``special`` adds ``-inf`` runs
     and one NaN (so that no window holds two), ``nans`` a third of NaNs and some ``inf``
     (windows of several NaNs, and of ``inf`` ties)."""
-    if rng.random() < 0.5:
-        x = rng.integers(-3, 4, shape).astype(dtype)
-    else:
-        x = rng.standard_normal(shape).astype(dtype)
+    draw = rng.integers(-3, 4, shape) if rng.random() < 0.5 else rng.standard_normal(shape)
+    x = draw.astype(dtype)
     if special and x.size:
         flat = x.reshape(-1)
         flat[rng.integers(0, x.size, max(1, x.size // 5))] = -np.inf
