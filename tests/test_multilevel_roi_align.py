@@ -64,13 +64,9 @@ def pyramid_boxes(rng, count, image):
     boxes, and the largest are larger than its maps), partly outside the image; an eighth
     inverted in both axes (a positive area), a sixteenth of area 0."""
     small = rng.uniform(size=count) < 0.25
-    size = np.exp(
-        np.where(
-            small,
-            rng.uniform(0, np.log(16), count),
-            rng.uniform(np.log(16), np.log(4 * max(image)), count),
-        )
-    )
+    middle, high = np.log(16), np.log(4 * max(image))
+    below, above = rng.uniform(0, middle, count), rng.uniform(middle, high, count)
+    size = np.exp(np.where(small, below, above))
     aspect = np.exp(rng.uniform(-1, 1, count))
     w, h = size * np.sqrt(aspect), size / np.sqrt(aspect)
     cx = rng.uniform(-0.2, 1.2, count) * image[1]
@@ -185,28 +181,16 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
     features = pyramid(rng, scales, image, n=1)
     rois = np.concatenate([pyramid_boxes(rng, 40, image), SPECIAL_BOXES])
     batch = np.zeros(len(rois), np.int32)
-    want = oracle.roi_feature_extractor(
-        features,
-        rois,
-        3,
-        sampling_ratio=sampling_ratio,
-        pyramid_scales=pyramid_scales,
-        aligned=aligned,
-    )
-    kwargs = dict(
-        spatial_scales=scales,
-        sampling_ratio=sampling_ratio,
-        aligned_mode="half_pixel_for_nn" if aligned else "asymmetric",
-        level_rule="openvino",
-    )
+    runtime = dict(sampling_ratio=sampling_ratio, pyramid_scales=pyramid_scales, aligned=aligned)
+    want = oracle.roi_feature_extractor(features, rois, 3, **runtime)
+    rule = dict(spatial_scales=scales, level_rule="openvino")
+    kwargs = dict(rule, sampling_ratio=sampling_ratio)
+    kwargs["aligned_mode"] = "half_pixel_for_nn" if aligned else "asymmetric"
     check(reference.multilevel_roi_align(features, rois, batch, 3, **kwargs), want[0])
     data_format = ("NCX", "NXC")[seed % 2]
     check(call(features, rois, batch, 3, data_format, **kwargs), want[0], data_format)
     if not (aligned or sampling_ratio):
-        defaults = jaxpool.multilevel_roi_align(
-            features, rois, batch, 3, spatial_scales=scales, level_rule="openvino"
-        )
-        check(defaults, want[0])
+        check(jaxpool.multilevel_roi_align(features, rois, batch, 3, **rule), want[0])
     data = (
         f'aligned="{str(aligned).lower()}" output_size="3" sampling_ratio="{sampling_ratio}" '
         f'pyramid_scales="{",".join(map(str, pyramid_scales))}"'
@@ -216,24 +200,21 @@ def test_matches_runtime(aligned, sampling_ratio, pyramid_scales):
         f'<layer id="4" name="extractor" type="{name}" version="opset6"><data {data}/></layer>'
     )
     assert (layer.type, layer.version, layer.fn) == (name, 6, jaxpool.multilevel_roi_align)
-    got = layer(rois, *features)
-    assert len(got) == 2
-    check(got[0], want[0])
-    np.testing.assert_array_equal(np.asarray(got[1]), want[1])
+    pooled, same_rois = layer(rois, *features)
+    check(pooled, want[0])
+    np.testing.assert_array_equal(np.asarray(same_rois), want[1])
 
 
 def test_reference_roi_align_matches_runtime():
     """The reference pools a box on its level as ROIAlign-9 does: every mode and aligned mode,
     boxes larger than the map sampled without a cap."""
     rng = np.random.default_rng(30)
-    for k, (mode, aligned_mode) in enumerate(itertools.product(MODES, ALIGNED_MODES)):
+    for k, (mode, aligned) in enumerate(itertools.product(MODES, ALIGNED_MODES)):
         image = tuple(int(v) for v in rng.integers(40, 120, 2))
         (x,) = pyramid(rng, (1 / 4,), image)
         rois = pyramid_boxes(rng, 24, image)
         batch = rng.integers(0, 2, 24)
-        kwargs = dict(
-            spatial_scale=1 / 4, sampling_ratio=k % 3, mode=mode, aligned_mode=aligned_mode
-        )
+        kwargs = dict(spatial_scale=1 / 4, sampling_ratio=k % 3, mode=mode, aligned_mode=aligned)
         want = oracle.roi_align(x, rois, batch, (2, 3), **kwargs)
         got = reference.roi_align(x, rois, batch, (2, 3), **kwargs)
         # A bin without samples: the runtime divides 0 by 0, the library's rule gives 0.
@@ -244,15 +225,12 @@ def test_reference_roi_align_matches_runtime():
 
 def threshold_boxes(level_rule, spatial_scales, canonical_size=224, canonical_level=4):
     """Boxes at and around every size at which ``level_rule`` moves a box up a level, and the
-    level each must get.
-
-    Each threshold ``t`` (a ``sqrt(area)``) gets boxes of exactly that size (square and 1:4),
-    boxes a little above it, boxes in the band below it that the rule's epsilon still sends up
-    (where that band is wider than float32's rounding), and boxes just below that band and
-    well below it.  Every box keeps several float32 ulps from where the level changes, so that
-    the rule evaluated in float32 (as the libraries and the runtime compute it) and in float64
-    agree; boxes far below the first threshold and far above the last test the clamp.
-    """
+    level each must get: for each threshold ``t`` (a ``sqrt(area)``) boxes of exactly that size
+    (square and 1:4), a little above it, in the band below it that the rule's epsilon still
+    sends up (where wider than float32's rounding), just below that band and well below it.
+    Every box keeps several float32 ulps from where the level changes, so that the rule in
+    float32 (as the libraries and the runtime compute it) and in float64 agree; boxes far
+    below the first threshold and far above the last test the clamp."""
     count = len(spatial_scales)
     if level_rule == "openvino":
         sizes = [224 * 2.0 ** (i - 2) for i in range(1, count)]
@@ -345,11 +323,8 @@ def test_equals_roi_align_on_the_assigned_level(level_rule, sampling_ratio):
     aligned_mode = "asymmetric" if level_rule == "openvino" else "half_pixel_for_nn"
     mode = MODES[sampling_ratio % 2]
     kwargs = dict(sampling_ratio=sampling_ratio, mode=mode, aligned_mode=aligned_mode)
-    got = np.asarray(
-        jaxpool.multilevel_roi_align(
-            features, rois, batch, (2, 3), spatial_scales=FPN, level_rule=level_rule, **kwargs
-        )
-    )
+    rule = dict(spatial_scales=FPN, level_rule=level_rule)
+    got = np.asarray(jaxpool.multilevel_roi_align(features, rois, batch, (2, 3), **rule, **kwargs))
     levels = reference.pyramid_levels(rois, FPN, level_rule)
     assert set(levels) >= {0, 1, 2, 3}
     # roi_align pools each box alone: all of them on each level, one compilation per level.
@@ -435,10 +410,9 @@ def test_gradient_is_adjoint(mode, aligned_mode, sampling_ratio):
     assert abs(jv_w - v_jtw) / (1 + abs(jv_w)) < 1e-5
 
 
-@pytest.mark.parametrize("level_rule,sampling_ratio", [("torchvision", 1), ("openvino", 2)])
-def test_box_derivatives(level_rule, sampling_ratio, x64):
+def test_box_derivatives(x64):
     """Forward and reverse derivatives in the boxes against central differences (float64),
-    for boxes well inside the size range of their level."""
+    for boxes well inside the size range of their level: two rules, in one program."""
     rng = np.random.default_rng(5)
     features = [jnp.asarray(a) for a in pyramid(rng, FPN, (128, 128), dtype=np.float64)]
     # sqrt(area) about 60, 150, 300 and 600 pixels: a level each, far from its edges, and
@@ -447,15 +421,16 @@ def test_box_derivatives(level_rule, sampling_ratio, x64):
     low = rng.uniform(-20, 60, (4, 2))
     rois = jnp.asarray(np.concatenate([low, low + sizes], 1))
     batch = np.array([0, 1, 0, 1])
+    kwargs = dict(spatial_scales=FPN, aligned_mode="half_pixel_for_nn")
 
-    kwargs = dict(spatial_scales=FPN, sampling_ratio=sampling_ratio, level_rule=level_rule)
-
-    def f(r):
-        return jaxpool.multilevel_roi_align(
-            features, r, batch, (2, 3), aligned_mode="half_pixel_for_nn", **kwargs
+    def f(level_rule, ratio):
+        return lambda r: jaxpool.multilevel_roi_align(
+            features, r, batch, (2, 3), sampling_ratio=ratio, level_rule=level_rule, **kwargs
         )
 
-    cases.check_box_derivatives(f, rois, rng)
+    regions.check_box_derivatives(
+        {r: f(r, k) for r, k in (("torchvision", 1), ("openvino", 2))}, rois, rng
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -539,8 +514,7 @@ def test_empty_inputs(n, r, data_format):
 
     shape = (r, 4, 2, 3) if data_format == "NCX" else (r, 2, 3, 4)
     for y in (f(maps, rois), jax.jit(f)(maps, rois)):
-        assert y.shape == shape and y.dtype == np.float32
-        assert not np.any(np.asarray(y))
+        assert y.shape == shape and y.dtype == np.float32 and not np.any(np.asarray(y))
     stacked = jax.vmap(f)([np.stack([m, m]) for m in maps], np.stack([rois, rois]))
     assert stacked.shape == (2, *shape)
     gx, gr = jax.grad(lambda m, b: f(m, b).sum(), argnums=(0, 1))(maps, rois)

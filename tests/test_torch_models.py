@@ -61,14 +61,10 @@ def layers(name, args):
     if name == "avg_pool":
         k, s, p = args
         return lambda v: F.avg_pool2d(v, k, s, p), lambda v: jaxpool.avg_pool(v, k, s, p, p)
-    if name == "adaptive_avg_pool":
-        return (
-            lambda v: F.adaptive_avg_pool2d(v, *args),
-            lambda v: jaxpool.adaptive_avg_pool(v, *args),
-        )
+    indices = dict(return_indices=True) if name == "adaptive_max_pool" else {}
     return (
-        lambda v: F.adaptive_max_pool2d(v, *args, return_indices=True),
-        lambda v: jaxpool.adaptive_max_pool(v, *args, return_indices=True),
+        lambda v: getattr(F, f"{name}2d")(v, *args, **indices),
+        lambda v: getattr(jaxpool, name)(v, *args, **indices),
     )
 
 

@@ -10,7 +10,6 @@ come from PyTorch only.
 
 from __future__ import annotations
 
-import functools
 import inspect
 
 import jax
@@ -44,10 +43,8 @@ def _input(rng, shape, dtype, special, nans=False):
     """Small integers (so that windows tie) or normal values; ``special`` adds ``-inf`` runs
     and one NaN (so that no window holds two), ``nans`` a third of NaNs and some ``inf``
     (windows of several NaNs, and of ``inf`` ties)."""
-    if rng.random() < 0.5:
-        x = rng.integers(-3, 4, shape).astype(dtype)
-    else:
-        x = rng.standard_normal(shape).astype(dtype)
+    draw = rng.integers(-3, 4, shape) if rng.random() < 0.5 else rng.standard_normal(shape)
+    x = draw.astype(dtype)
     if special and x.size:
         flat = x.reshape(-1)
         flat[rng.integers(0, x.size, max(1, x.size // 5))] = -np.inf
@@ -133,17 +130,9 @@ def _unpool_inputs(name, x, kwargs, rng):
     nd = int(name[-2])
     pool = {k: kwargs[k] for k in ("kernel_size", "stride", "padding")}
     y, i = _torch(f"max_pool{nd}d", torch.tensor(x), **pool, return_indices=True)
-    default = [
-        (o - 1) * s - 2 * p + k
-        for o, s, p, k in zip(
-            y.shape[-nd:],
-            _axes(pool["stride"] or pool["kernel_size"], nd),
-            _axes(pool["padding"], nd),
-            _axes(pool["kernel_size"], nd),
-        )
-    ]
     # The default size may drop the input's last elements, and the indices that name them.
-    choice = rng.integers(3) if default == list(x.shape[-nd:]) else rng.integers(1, 3)
+    default = _torch(name, y, torch.zeros_like(i), **kwargs).shape[-nd:]
+    choice = rng.integers(3) if default == x.shape[-nd:] else rng.integers(1, 3)
     if choice == 1:
         kwargs = {**kwargs, "output_size": x.shape[-nd:]}
     elif choice == 2:
@@ -155,35 +144,37 @@ def _unpool_inputs(name, x, kwargs, rng):
 
 
 def compare(name, seed, nans=False):
-    """Case ``seed`` of ``name``: its values, indices and gradient equal PyTorch's."""
+    """Case ``seed`` of ``name``: see :func:`check`."""
     x, kwargs = case(name, seed, nans)
+    assert not nans or np.isnan(x).sum() > 1
     rng = np.random.default_rng([99, seed])
+    indices = None
     if name.startswith("max_unpool"):
-        x, i, kwargs = _unpool_inputs(name, x, kwargs, rng)
-        xt = torch.tensor(x, requires_grad=True)
-        expected = _torch(name, xt, torch.tensor(i), **kwargs)
+        x, indices, kwargs = _unpool_inputs(name, x, kwargs, rng)
+    check(name, x, kwargs, indices, rng)
 
-        def ours(v):
-            return _ours(name)(v, jnp.asarray(i), **kwargs), None
 
-    else:
-        xt = torch.tensor(x, requires_grad=True)
-        expected = _torch(name, xt, **kwargs)
-
-        def ours(v):
-            out = _ours(name)(v, **kwargs)
-            return out if isinstance(out, tuple) else (out, None)
-
+def check(name, x, kwargs, indices=None, rng=None):
+    """``name`` of ``x`` (and of ``indices``, unpooling): its values, indices and gradient
+    (of a random cotangent) equal PyTorch's."""
+    rng = rng or np.random.default_rng(0)
+    unpool = [] if indices is None else [torch.tensor(indices)]
+    xt = torch.tensor(x, requires_grad=True)
+    expected = _torch(name, xt, *unpool, **kwargs)
     expected, expected_i = expected if isinstance(expected, tuple) else (expected, None)
     e = expected.detach().numpy()
-    g = rng.standard_normal(e.shape)
+    g = rng.standard_normal(e.shape).astype(x.dtype)
+
+    def ours(v):
+        out = _ours(name)(v, *[jnp.asarray(i) for i in unpool], **kwargs)
+        return out if isinstance(out, tuple) else (out, None)
 
     def run(v, g):  # one compilation per case: the values, the indices and the gradient
         got, vjp, got_i = jax.vjp(ours, v, has_aux=True)
         return got, got_i, vjp(g)[0]
 
     got, got_i, grad = jax.jit(run)(jnp.asarray(x), jnp.asarray(g))
-    assert got.shape == e.shape and got.dtype == jnp.float64, (name, seed, kwargs)
+    assert got.shape == e.shape and got.dtype == x.dtype, (name, kwargs)
     np.testing.assert_allclose(got, e, rtol=1e-12, atol=1e-12, err_msg=f"{name} {kwargs}")
     if expected_i is not None:
         assert got_i.dtype == jnp.int64
@@ -192,6 +183,7 @@ def compare(name, seed, nans=False):
     np.testing.assert_allclose(
         grad, xt.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=f"{name} gradient {kwargs}"
     )
+    return got, got_i
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -233,34 +225,25 @@ def test_dtypes_match_torch(name, dtype, kwargs):
             xt = torch.tensor(x.astype(np.float32)).to(getattr(torch, dtype))
             expected = [e.float().numpy() for e in jax.tree.leaves(_torch(name, xt, **given))]
             assert [a.dtype for a in got] == [dtype, *(["int32"] if indices else [])]
-            if "16" in dtype:
-                np.testing.assert_allclose(
-                    got[0].astype(np.float32), expected[0], rtol=2e-2, atol=2e-2
-                )
-            else:
-                for a, b in zip(got, expected):
-                    np.testing.assert_array_equal(a, b)
-
-
-def _call(name, x, kwargs):
-    if name.startswith("max_unpool"):
-        i = jnp.zeros(x.shape, jnp.int32)
-        return _ours(name)(x, i, **kwargs)
-    return _ours(name)(x, **kwargs)
+            tol = 2e-2 if "16" in dtype else 0  # 16-bit: rounding; else equal
+            for a, b in zip(got, expected):
+                np.testing.assert_allclose(np.asarray(a, np.float32), b, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_equals_eager_and_empty_batch(name):
     x, kwargs = case(name, 0)
-    x = x.astype(np.float32)
-    eager = _call(name, jnp.asarray(x), kwargs)
-    jitted = jax.jit(lambda v: _call(name, v, kwargs))(jnp.asarray(x))
-    for a, b in zip(jax.tree.leaves(eager), jax.tree.leaves(jitted)):
+    x = jnp.asarray(x, np.float32)
+    unpool = name.startswith("max_unpool")  # of indices 0
+
+    def ours(v):
+        return _ours(name)(v, *[jnp.zeros(v.shape, jnp.int32)] * unpool, **kwargs)
+
+    for a, b in zip(jax.tree.leaves(ours(x)), jax.tree.leaves(jax.jit(ours)(x))):
         np.testing.assert_array_equal(a, b)
-    nd = int(name[-2])
-    empty = np.zeros((0, *x.shape[-nd - 1 :]), np.float32)
-    got = _call(name, jnp.asarray(empty), kwargs)
-    indices = [torch.zeros(empty.shape, dtype=torch.long)] if name.startswith("max_unpool") else []
+    empty = np.zeros((0, *x.shape[-int(name[-2]) - 1 :]), np.float32)
+    got = ours(jnp.asarray(empty))
+    indices = [torch.zeros(empty.shape, dtype=torch.long)] * unpool
     expected = _torch(name, torch.tensor(empty), *indices, **kwargs)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         assert a.shape == tuple(b.shape)
@@ -271,56 +254,51 @@ def test_several_nans_per_window_match_torch(name, program, x64):
     """Windows of several NaNs, ``inf`` and ``-inf``: the values, PyTorch's last NaN as the
     index, and the gradient there, through both programs."""
     for seed in range(NAN_CASES):
-        x, kwargs = case(name, seed, nans=True)
-        assert np.isnan(x).sum() > 1
         compare(name, seed, nans=True)
 
 
-@pytest.mark.parametrize(
-    "name,args,first",
-    [("max_pool1d", (4, 2, 1), [1, 1, 3, 5]), ("adaptive_max_pool1d", (3,), [1, 3, 5])],
-)
-def test_nan_index_is_the_last_nan_and_the_native_the_first(name, args, first, program):
-    """Windows of several NaNs: the values are NaN, and the index and the gradient are the
-    last NaN's, PyTorch's; jaxpool's own ops keep the first NaN's."""
-    nan = np.nan
-    x = np.asarray([[[1.0, nan, 3.0, nan, 2.0, nan, nan, 0.0]]], np.float32)
-    ey, ei = _torch(name, torch.tensor(x), *args, return_indices=True)
-    (y, i), vjp = jax.vjp(lambda v: _ours(name)(v, *args, return_indices=True), jnp.asarray(x))
-    np.testing.assert_array_equal(y, ey.numpy())
-    np.testing.assert_array_equal(i, ei.numpy())
-    g = jnp.arange(1.0, 1.0 + y.size, dtype=y.dtype).reshape(y.shape)
-    grad = vjp((g, np.zeros(i.shape, jax.dtypes.float0)))[0]
-    expected = np.zeros(x.size, np.float32)
-    np.add.at(expected, ei.numpy().reshape(-1), np.asarray(g).reshape(-1))
-    np.testing.assert_array_equal(grad, expected.reshape(x.shape))
-    if name == "max_pool1d":
-        native = jaxpool.max_pool(x, *args, args[-1], return_indices=True, axis=2)
-    else:
-        native = jaxpool.adaptive_max_pool(x, *args, return_indices=True)
-    assert native[1].tolist() == [[first]] != i.tolist()
+def fixed(name, x, indices=None, first=None, **kwargs):
+    """A row of a fixed float32 input; ``first``: the index jaxpool's own op gives."""
+    return name, np.asarray(x, np.float32), kwargs, indices, first
 
 
-def test_max_unpool_repeated_indices_keep_the_last_and_share_the_gradient():
-    y = np.array([[[5.0, 7.0, 6.0]]], np.float32)
-    i = np.array([[[1, 1, 2]]])
-    unpool = functools.partial(jtorch.max_unpool1d, kernel_size=2, stride=1, output_size=(4,))
-    g = np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 1, 4)
-    got, vjp = jax.vjp(lambda v: unpool(v, jnp.asarray(i)), jnp.asarray(y))
-    yt = torch.tensor(y, requires_grad=True)
-    expected = F.max_unpool1d(yt, torch.tensor(i), 2, 1, output_size=(4,))
-    expected.backward(torch.tensor(g))
-    np.testing.assert_array_equal(got, expected.detach().numpy())
-    np.testing.assert_array_equal(vjp(jnp.asarray(g))[0], yt.grad.numpy())
+NANS = [[[1.0, np.nan, 3.0, np.nan, 2.0, np.nan, np.nan, 0.0]]]
+FIXED = [
+    # Windows of several NaNs: the values are NaN, and the index and the gradient are the last
+    # NaN's, PyTorch's; jaxpool's own ops keep the first NaN's.
+    fixed("max_pool1d", NANS, kernel_size=4, stride=2, padding=1, first=[1, 1, 3, 5]),
+    fixed("adaptive_max_pool1d", NANS, output_size=3, first=[1, 3, 5]),
+    # Repeated indices: the last value is kept, and they share the gradient.
+    fixed("max_unpool1d", [[[5, 7, 6]]], [[[1, 1, 2]]], kernel_size=2, stride=1, output_size=(4,)),
+    # Length 5, kernel 2, stride 2, padding 1: ceil gives 4 windows, the last would start in
+    # the end padding and PyTorch drops it.
+    fixed("max_pool1d", [[range(5)]], kernel_size=2, stride=2, padding=1, ceil_mode=True),
+    fixed("avg_pool1d", [[range(5)]], kernel_size=2, stride=2, padding=1, ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("name,x,kwargs,indices,first", FIXED)
+def test_fixed_cases_match_torch(name, x, kwargs, indices, first, program, x64):
+    if "max_pool" in name:
+        kwargs = {**kwargs, "return_indices": True}
+    got, got_i = check(name, x, kwargs, indices)
+    assert got.shape[-1] == 3 or "ceil_mode" not in kwargs
+    if first is not None:
+        if name == "max_pool1d":
+            native = jaxpool.max_pool(x, 4, 2, 1, 1, return_indices=True, axis=2)
+        else:
+            native = jaxpool.adaptive_max_pool(x, 3, return_indices=True)
+        assert native[1].tolist() == [[first]] != got_i.tolist()
 
 
 def test_binders_table_lists_every_function():
     assert sorted(jtorch.__all__[:18]) == sorted(NAMES)
     from jaxpool._src.interop import torch_nn
 
-    assert set(torch_nn.BINDERS) == set(NAMES)
-    for name in NAMES:
-        assert torch_nn.BINDERS[name] is getattr(jtorch, name)
+    assert torch_nn.BINDERS == {name: getattr(jtorch, name) for name in NAMES}
+
+
+_EMPTY = inspect.Parameter.empty
 
 
 def _parameters(fn):
@@ -332,34 +310,14 @@ def test_signature_is_torchs(name):
     """PyTorch's parameter names, order and defaults: read from PyTorch's Python functions
     (``*_with_indices`` behind the dispatch on ``return_indices``); PyTorch's C++ averages
     have none to read, and are compared with their documented signatures."""
-    documented = {
-        "avg_pool1d": ["stride", "padding", "ceil_mode", "count_include_pad"],
-        "avg_pool2d": ["stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"],
-    }
-    documented["avg_pool3d"] = documented["avg_pool2d"]
-    defaults = {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True}
-    ours = _parameters(_ours(name))
-    if name in documented:
-        expected = [("input", _EMPTY), ("kernel_size", _EMPTY)] + [
-            (p, defaults.get(p)) for p in documented[name]
-        ]
+    # The averages' documented options and defaults; avg_pool1d has no divisor_override.
+    documented = dict(stride=None, padding=0, ceil_mode=False, count_include_pad=True)
+    documented.update({} if name == "avg_pool1d" else dict(divisor_override=None))
+    if name.startswith("avg_pool"):
+        expected = [("input", _EMPTY), ("kernel_size", _EMPTY), *documented.items()]
     elif name == "adaptive_avg_pool1d":
         expected = [("input", _EMPTY), ("output_size", _EMPTY)]
     else:
         with_indices = getattr(F, f"{name}_with_indices", None)
         expected = _parameters(with_indices or getattr(F, name))
-    assert ours == expected
-
-
-_EMPTY = inspect.Parameter.empty
-
-
-@pytest.mark.parametrize("name", ["max_pool1d", "avg_pool1d"])
-def test_ceil_mode_drops_a_window_starting_in_the_padding(name):
-    """Length 5, kernel 2, stride 2, padding 1: ceil gives 4 windows, the last would start in
-    the end padding and PyTorch drops it."""
-    x = np.arange(5.0, dtype=np.float32).reshape(1, 1, 5)
-    got = _ours(name)(jnp.asarray(x), 2, 2, 1, ceil_mode=True)
-    expected = _torch(name, torch.tensor(x), 2, 2, 1, ceil_mode=True)
-    assert got.shape == tuple(expected.shape) == (1, 1, 3)
-    np.testing.assert_array_equal(got, expected.numpy())
+    assert _parameters(_ours(name)) == expected

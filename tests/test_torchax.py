@@ -35,19 +35,8 @@ class Net(torch.nn.Module):
         self.avg = torch.nn.AvgPool2d(3, stride=2, padding=1, divisor_override=5)
 
     def forward(self, x):
-        adaptive, adaptive_indices = self.adaptive(x)
-        fractional, fractional_indices = self.fractional(x)
-        pooled, pooled_indices = self.pool(x)
-        unpooled = self.unpool(pooled, pooled_indices, output_size=x.shape[-2:])
-        return (
-            adaptive,
-            adaptive_indices,
-            self.lp(x),
-            fractional,
-            fractional_indices,
-            unpooled,
-            self.avg(unpooled),
-        )
+        unpooled = self.unpool(*self.pool(x), output_size=x.shape[-2:])
+        return (*self.adaptive(x), self.lp(x), *self.fractional(x), unpooled, self.avg(unpooled))
 
 
 # The front end's functions the module reaches.
@@ -81,14 +70,10 @@ def _assert_equal(got, expected):
     if isinstance(expected, torch.Tensor):
         got, expected = (got,), (expected,)
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        g = _numpy(g)
-        e = e.detach().numpy()
+    for g, e in zip(got, expected):  # indices: exactly, as integers differ by 1 or more
+        g, e = _numpy(g), e.detach().numpy()
         assert g.shape == e.shape
-        if np.issubdtype(e.dtype, np.integer):
-            np.testing.assert_array_equal(g, e)
-        else:
-            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
 
 
 def test_module_equals_eager_pytorch(torchax, net):
