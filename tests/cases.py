@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import chex
 import hypothesis
 import jax
 import jax.numpy as jnp
@@ -24,6 +25,17 @@ def special(seed):
     spots = rng.choice(flat.size, 9, replace=False)
     flat[spots[:3]], flat[spots[3:6]], flat[spots[6:]] = np.nan, np.inf, -np.inf
     return x
+
+
+def tie_free(shape, seed=0):
+    """Float32 values of ``shape``, all distinct: a maximum and its index are unambiguous."""
+    rng = np.random.default_rng(seed)
+    return (rng.permutation(int(np.prod(shape))).reshape(shape) / 4 - 3).astype(np.float32)
+
+
+def assert_trees_equal(a, b):
+    """``a`` and ``b`` hold the same arrays, bit for bit (as NumPy)."""
+    chex.assert_trees_all_equal(jax.tree.map(np.asarray, a), jax.tree.map(np.asarray, b))
 
 
 def to_layout(x, data_format):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
+import cases
 import chex
 import jax
 import jax.numpy as jnp
@@ -37,15 +38,6 @@ def _count():
         yield events
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
-
-
-def _tie_free(shape, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.permutation(int(np.prod(shape))).reshape(shape) / 4 - 3).astype(np.float32)
-
-
-def _assert_tree_equal(a, b):
-    chex.assert_trees_all_equal(jax.tree.map(np.asarray, a), jax.tree.map(np.asarray, b))
 
 
 def test_counter_sees_compilations():
@@ -130,12 +122,12 @@ def test_equal_attributes_neither_retrace_nor_recompile(name):
     """The first call traces and compiles; every spelling after it, on the same input and on
     new values of its shape, gives the same result with neither."""
     fn, shape, spellings = EQUAL_CALLS[name]
-    x, x2 = jnp.asarray(_tie_free(shape)), jnp.asarray(_tie_free(shape, seed=1))
+    x, x2 = jnp.asarray(cases.tie_free(shape)), jnp.asarray(cases.tie_free(shape, seed=1))
     calls = [lambda x, a=a, k=k: fn(x, *a, **k) for a, k in spellings]
     expected = jax.block_until_ready(calls[0](x))
     with _count() as events:
         for call in calls:
-            _assert_tree_equal(call(x), expected)
+            cases.assert_trees_equal(call(x), expected)
             jax.block_until_ready(call(x2))
     assert not events, (
         f"{name}: equivalent attributes traced {events.count(_TRACE)} and compiled "
@@ -147,7 +139,7 @@ def test_equal_attributes_neither_retrace_nor_recompile(name):
 def test_user_jit_with_equal_static_arguments_traces_once(name):
     """Under a user's jit, equal (hashable) static arguments hit the cache."""
     fn = getattr(jaxpool, name)
-    x = _tie_free((2, 3, 6, 6))
+    x = cases.tie_free((2, 3, 6, 6))
     chex.clear_trace_counter()
 
     @jax.jit

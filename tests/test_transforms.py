@@ -10,7 +10,6 @@ the scatter of the cotangents to the indices.  (No retracing: test_retrace.py.)
 from __future__ import annotations
 
 import cases
-import chex
 import hypothesis
 import hypothesis.strategies as st
 import jax
@@ -39,30 +38,21 @@ OPS = {
 SHAPE = (2, 3, 5, 6)
 
 
-def _tie_free(shape):
-    rng = np.random.default_rng(0)
-    return (rng.permutation(int(np.prod(shape))).reshape(shape) / 4 - 3).astype(np.float32)
-
-
 def _op(op, shape=SHAPE):
     """``(fn, x)``: ``fn(x)`` returns a tuple whose first entry is differentiable in ``x``."""
     if op != "max_unpool":
-        return OPS[op], _tie_free(shape)
-    _, indices = jaxpool.max_pool(_tie_free(shape), 3, 2, 1, 1, return_indices=True, axis=2)
+        return OPS[op], cases.tie_free(shape)
+    _, indices = jaxpool.max_pool(cases.tie_free(shape), 3, 2, 1, 1, return_indices=True, axis=2)
     indices = np.asarray(indices)
 
     def unpool(y):
         return (jaxpool.max_unpool(y, indices, shape, axis=2),)
 
-    return unpool, _tie_free(indices.shape)
+    return unpool, cases.tie_free(indices.shape)
 
 
 def _first(fn):
     return lambda x: fn(x)[0]
-
-
-def _assert_tree_equal(a, b):
-    chex.assert_trees_all_equal(jax.tree.map(np.asarray, a), jax.tree.map(np.asarray, b))
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -77,9 +67,9 @@ def test_vmap_checkpoint_scan_donation_and_export_equal_the_plain_call(op):
     stacked = np.stack([x, x[::-1] * 2, -x], axis=1)
     out = jax.vmap(fn, in_axes=1)(stacked)
     for j in range(3):
-        _assert_tree_equal(tuple(o[j] for o in out), fn(stacked[:, j]))
+        cases.assert_trees_equal(tuple(o[j] for o in out), fn(stacked[:, j]))
     nested = jax.vmap(jax.vmap(fn, in_axes=1), in_axes=2, out_axes=1)(stacked[:, :, None])
-    _assert_tree_equal(tuple(o[:, 0] for o in nested), out)
+    cases.assert_trees_equal(tuple(o[:, 0] for o in nested), out)
     xs = np.stack([x, x * 3 - 1])
     grad = jax.grad(lambda x: jnp.sum(_first(fn)(x) ** 2))
     np.testing.assert_allclose(jax.vmap(grad)(xs), np.stack([grad(v) for v in xs]), rtol=1e-6)
@@ -89,9 +79,9 @@ def test_vmap_checkpoint_scan_donation_and_export_equal_the_plain_call(op):
     doubled, out = jax.jit(lambda x: (x * 2, fn(x)), donate_argnums=0)(donated)
     assert donated.is_deleted()
     np.testing.assert_array_equal(np.asarray(doubled), x * 2)
-    _assert_tree_equal(out, plain)
+    cases.assert_trees_equal(out, plain)
 
-    _assert_tree_equal(jax.checkpoint(fn)(x), plain)
+    cases.assert_trees_equal(jax.checkpoint(fn)(x), plain)
     np.testing.assert_allclose(jax.grad(jax.checkpoint(loss))(x), jax.grad(loss)(x), rtol=1e-6)
 
     # A scan body, its carry and its gradient.
@@ -103,7 +93,7 @@ def test_vmap_checkpoint_scan_donation_and_export_equal_the_plain_call(op):
 
     total, outs = jax.lax.scan(body, jnp.float32(0), xs)
     for j in range(3):
-        _assert_tree_equal(tuple(o[j] for o in outs), fn(xs[j]))
+        cases.assert_trees_equal(tuple(o[j] for o in outs), fn(xs[j]))
     np.testing.assert_allclose(float(total), sum(float(jnp.sum(fn(v)[0])) for v in xs), rtol=1e-6)
     grad = jax.grad(lambda xs: jax.lax.scan(body, jnp.float32(0), xs)[0])(xs)
     sum_grad = jax.grad(lambda v: jnp.sum(fn(v)[0]))
@@ -111,7 +101,7 @@ def test_vmap_checkpoint_scan_donation_and_export_equal_the_plain_call(op):
 
     exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct(x.shape, x.dtype))
     restored = jax.export.deserialize(exported.serialize())
-    _assert_tree_equal(restored.call(x), plain)
+    cases.assert_trees_equal(restored.call(x), plain)
     assert restored.in_avals == exported.in_avals
     assert restored.out_avals == exported.out_avals
 
@@ -146,8 +136,8 @@ def test_forward_and_reverse_mode_agree(op, x64):
     tangent = np.random.default_rng(1).standard_normal(x.shape)
     y, y_dot = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))(x, tangent)
     y_lin, f_lin = jax.linearize(f, x)
-    _assert_tree_equal(y, f(x))
-    _assert_tree_equal(y_lin, y)
+    cases.assert_trees_equal(y, f(x))
+    cases.assert_trees_equal(y_lin, y)
     np.testing.assert_allclose(f_lin(tangent), y_dot, rtol=1e-12)
     jac_fwd, jac_rev = jax.jit(lambda x: (jax.jacfwd(f)(x), jax.jacrev(f)(x)))(x)
     np.testing.assert_allclose(jac_fwd, jac_rev, rtol=1e-12)
@@ -251,11 +241,13 @@ def test_max_pool_jit_eager_vmap_loop_and_gradient_scatter(case, data_format):
     y, i, grad = jax.jit(
         lambda x, ct: (*pool(x, return_indices=True), jax.grad(lambda x: jnp.vdot(pool(x), ct))(x))
     )(x, ct)
-    _assert_tree_equal(pool(x, return_indices=True), (y, i))
+    cases.assert_trees_equal(pool(x, return_indices=True), (y, i))
     stacked = jnp.stack([x, -x, x * 2])
     batched = jax.vmap(lambda v: pool(v, return_indices=True))(stacked)
     for k in range(3):
-        _assert_tree_equal(pool(stacked[k], return_indices=True), tuple(b[k] for b in batched))
+        cases.assert_trees_equal(
+            pool(stacked[k], return_indices=True), tuple(b[k] for b in batched)
+        )
     # Windows without input elements pass no gradient; they hold the padding value.
     y, i, ct, x = (cases.from_layout(a, data_format) for a in (y, i, ct, x))
     live = y != -np.inf
